@@ -1,0 +1,62 @@
+#pragma once
+// The engine's face to the worker and tools: run a batch of sequences, each with its own state
+// slot and its own new tokens, and read/write/copy those slots. Two implementations: cpu (the
+// reference) and vk (Vulkan). Neither knows anything of networking.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/model.h"
+#include "engine/tensor.h"
+
+namespace rwkvd::engine {
+
+enum class OutputMode : uint8_t {
+  kNone,           // only advance the state
+  kLastLogits,     // [1, n_vocab]
+  kAllLogits,      // [n_tokens, n_vocab]
+  kLastEmbedding,  // [1, n_embd], final norm applied, head skipped
+  kAllEmbeddings,  // [n_tokens, n_embd]
+};
+
+struct SequenceInput {
+  uint32_t slot = 0;
+  std::span<const int32_t> tokens;
+  OutputMode output = OutputMode::kLastLogits;
+};
+
+struct BackendOptions {
+  uint32_t n_slots = 16;       // state slots held by the backend
+  uint32_t max_chunk = 256;    // tokens per sequence per internal forward chunk
+  uint32_t n_threads = 0;      // cpu: 0 = all cores
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual const Rwkv7Hparams& hparams() const = 0;
+  virtual std::string device_name() const = 0;
+  virtual uint32_t n_slots() const = 0;
+
+  // Runs every sequence of the batch from its slot's state, leaving the new state in the slot.
+  // Returns one tensor per input (empty for kNone). Throws EngineError on a bad slot or token
+  // (validated before any state changes).
+  virtual std::vector<Tensor> run(std::span<const SequenceInput> batch) = 0;
+
+  // State slots, in the layout of docs/STATE_LAYOUT.md (hparams().state_floats() floats).
+  virtual void reset_state(uint32_t slot) = 0;
+  virtual void read_state(uint32_t slot, std::span<float> out) = 0;
+  virtual void write_state(uint32_t slot, std::span<const float> in) = 0;
+  virtual void copy_state(uint32_t src, uint32_t dst) = 0;
+};
+
+// Checks a batch against the model and slot count; throws EngineError naming the problem.
+void validate_batch(const Rwkv7Hparams& hp, uint32_t n_slots, std::span<const SequenceInput> batch);
+
+std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const Rwkv7Model> model,
+                                          const BackendOptions& options = {});
+
+}  // namespace rwkvd::engine

@@ -1,0 +1,12 @@
+#pragma once
+// Each subcommand of `rwkvd` registers itself on the app; its file holds its options and body.
+// A command's body throws on failure; main() prints the message and exits non-zero.
+#include <CLI/CLI.hpp>
+
+namespace rwkvd::tools {
+
+void add_inspect_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
+
+}  // namespace rwkvd::tools
