@@ -1,5 +1,6 @@
 #include "engine/tokenizer.h"
 
+#include <cstring>
 #include <limits>
 
 #include "engine/byte_trie.h"
@@ -73,21 +74,34 @@ uint32_t WorldTokenizer::vocab_size() const {
   return static_cast<uint32_t>(impl_->offsets.size() - 1);
 }
 
+namespace {
+[[noreturn]] void out_of_range(int32_t id, uint32_t vocab_size) {
+  throw EngineError("token id " + std::to_string(id) + " is out of range (vocab has " +
+                    std::to_string(vocab_size) + " ids)");
+}
+}  // namespace
+
 std::string_view WorldTokenizer::token_bytes(int32_t id) const {
-  if (id < 0 || static_cast<uint32_t>(id) >= vocab_size()) {
-    throw EngineError("token id " + std::to_string(id) + " is out of range (vocab has " +
-                      std::to_string(vocab_size()) + " ids)");
-  }
+  if (id < 0 || static_cast<uint32_t>(id) >= vocab_size()) out_of_range(id, vocab_size());
   const auto i = static_cast<size_t>(id);
   return {impl_->blob.data() + impl_->offsets[i], impl_->offsets[i + 1] - impl_->offsets[i]};
 }
 
 std::string WorldTokenizer::decode(std::span<const int32_t> ids) const {
+  const uint32_t* off = impl_->offsets.data();
+  const uint32_t n = vocab_size();
   size_t total = 0;
-  for (int32_t id : ids) total += token_bytes(id).size();  // validates every id first
-  std::string out;
-  out.reserve(total);
-  for (int32_t id : ids) out += token_bytes(id);
+  for (int32_t id : ids) {  // validates every id before writing anything
+    if (id < 0 || static_cast<uint32_t>(id) >= n) out_of_range(id, n);
+    total += off[id + 1] - off[id];
+  }
+  std::string out(total, '\0');
+  char* w = out.data();
+  for (int32_t id : ids) {
+    const uint32_t len = off[id + 1] - off[id];
+    std::memcpy(w, impl_->blob.data() + off[id], len);
+    w += len;
+  }
   return out;
 }
 

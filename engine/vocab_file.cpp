@@ -185,7 +185,6 @@ std::vector<std::string> parse_vocab_text(std::string_view text, const std::stri
     text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);  // tolerate CRLF copies
     if (line.empty()) continue;
-    const std::string where = source + ":" + std::to_string(line_no) + ": ";
     try {
       // A literal may contain spaces (token 33 is ' '), so only the first and last split.
       const size_t first = line.find(' ');
@@ -214,7 +213,7 @@ std::vector<std::string> parse_vocab_text(std::string_view text, const std::stri
       tokens[id] = std::move(bytes);
       ++entries;
     } catch (const EngineError& e) {
-      throw EngineError(where + e.what());
+      throw EngineError(source + ":" + std::to_string(line_no) + ": " + e.what());
     }
   }
   if (entries == 0) throw EngineError(source + ": empty vocab (no token lines)");
