@@ -2,7 +2,6 @@
 //   build/bench/tokenizer_bench [--benchmark_repetitions=N]
 #include <benchmark/benchmark.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -43,12 +42,6 @@ const std::string& email() {
   return text;
 }
 
-// The box is shared, so besides mean/median the fastest repetition is reported: the closest to
-// an unloaded machine.
-double fastest(const std::vector<double>& v) {
-  return *std::min_element(v.begin(), v.end());
-}
-
 // One encode returning a fresh vector: what a request pays.
 void BM_EncodeEmail(benchmark::State& state) {
   if (!have_fixtures(state)) return;
@@ -61,7 +54,7 @@ void BM_EncodeEmail(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
   state.counters["tokens"] = static_cast<double>(tok.encode(text).size());
 }
-BENCHMARK(BM_EncodeEmail)->Unit(benchmark::kMicrosecond)->ComputeStatistics("min", fastest);
+BENCHMARK(BM_EncodeEmail)->Unit(benchmark::kMicrosecond);
 
 // The same into a reused buffer: the trie walk alone, no allocation.
 void BM_EncodeEmailInto(benchmark::State& state) {
@@ -77,7 +70,7 @@ void BM_EncodeEmailInto(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * text.size()));
 }
-BENCHMARK(BM_EncodeEmailInto)->Unit(benchmark::kMicrosecond)->ComputeStatistics("min", fastest);
+BENCHMARK(BM_EncodeEmailInto)->Unit(benchmark::kMicrosecond);
 
 void BM_DecodeEmail(benchmark::State& state) {
   if (!have_fixtures(state)) return;
@@ -89,7 +82,7 @@ void BM_DecodeEmail(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * email().size()));
 }
-BENCHMARK(BM_DecodeEmail)->Unit(benchmark::kMicrosecond)->ComputeStatistics("min", fastest);
+BENCHMARK(BM_DecodeEmail)->Unit(benchmark::kMicrosecond);
 
 // Startup cost: parse the 1 MB vocab file and build the trie.
 void BM_LoadVocabFile(benchmark::State& state) {
@@ -99,7 +92,7 @@ void BM_LoadVocabFile(benchmark::State& state) {
     benchmark::DoNotOptimize(tok.get());
   }
 }
-BENCHMARK(BM_LoadVocabFile)->Unit(benchmark::kMillisecond)->ComputeStatistics("min", fastest);
+BENCHMARK(BM_LoadVocabFile)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
