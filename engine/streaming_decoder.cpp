@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "engine/tokenizer.h"
+#include "engine/utf8.h"
 
 namespace rwkvd::engine {
 namespace {
@@ -13,22 +14,13 @@ namespace {
 size_t unfinished_tail(std::string_view s) {
   const size_t n = s.size();
   for (size_t k = 1; k <= 3 && k <= n; ++k) {
-    const auto lead = static_cast<uint8_t>(s[n - k]);
-    if ((lead & 0xC0) == 0x80) continue;  // continuation: keep looking for the lead byte
-    size_t need = 0;
-    uint8_t lo = 0x80, hi = 0xBF;  // the range the second byte must be in
-    if (lead >= 0xC2 && lead <= 0xDF) need = 2;
-    if (lead >= 0xE0 && lead <= 0xEF) need = 3;
-    if (lead >= 0xF0 && lead <= 0xF4) need = 4;
-    if (lead == 0xE0) lo = 0xA0;  // overlong
-    if (lead == 0xED) hi = 0x9F;  // surrogates
-    if (lead == 0xF0) lo = 0x90;  // overlong
-    if (lead == 0xF4) hi = 0x8F;  // beyond U+10FFFF
-    if (k >= need) return 0;      // ASCII, an invalid lead, complete, or overlong run
-    if (k >= 2) {
-      const auto second = static_cast<uint8_t>(s[n - k + 1]);
-      if (second < lo || second > hi) return 0;
-    }
+    const auto b = static_cast<uint8_t>(s[n - k]);
+    if ((b & 0xC0) == 0x80) continue;  // continuation: keep looking for the lead byte
+    const Utf8Lead lead = utf8_lead(b);
+    // ASCII, a byte that cannot lead, or a sequence already whole (later continuations are stray).
+    if (k >= lead.length) return 0;
+    // The bytes after the lead are continuations; only the second has a narrower range.
+    if (k >= 2 && !utf8_fits(lead, 1, static_cast<uint8_t>(s[n - k + 1]))) return 0;
     return k;
   }
   return 0;  // no lead in the last 3 bytes: complete 4-byte sequence or stray continuations

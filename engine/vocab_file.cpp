@@ -2,10 +2,10 @@
 
 #include <charconv>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "engine/error.h"
+#include "engine/mapped_file.h"
+#include "engine/utf8.h"
 
 namespace rwkvd::engine {
 namespace {
@@ -64,28 +64,6 @@ void append_utf8(std::string& out, uint32_t cp) {
   }
 }
 
-// Length of the well-formed UTF-8 sequence at s[i..], or 0. The file is read as UTF-8 by every
-// reference, so raw text in a str literal must be valid.
-size_t utf8_sequence_length(std::string_view s, size_t i) {
-  const auto b0 = static_cast<uint8_t>(s[i]);
-  size_t n = 0;
-  uint8_t lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-  if (b0 < 0x80) return 1;
-  if (b0 >= 0xC2 && b0 <= 0xDF) n = 2;
-  if (b0 >= 0xE0 && b0 <= 0xEF) n = 3;
-  if (b0 >= 0xF0 && b0 <= 0xF4) n = 4;
-  if (b0 == 0xE0) lo = 0xA0;  // overlong
-  if (b0 == 0xED) hi = 0x9F;  // surrogates
-  if (b0 == 0xF0) lo = 0x90;  // overlong
-  if (b0 == 0xF4) hi = 0x8F;  // beyond U+10FFFF
-  if (n == 0 || i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    const auto b = static_cast<uint8_t>(s[i + k]);
-    if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return 0;
-  }
-  return n;
-}
-
 // The one-character escapes Python's repr() writes; -1 for anything else.
 int simple_escape(char e) {
   switch (e) {
@@ -134,6 +112,7 @@ std::string decode_python_literal(std::string_view literal) {
         continue;
       }
       if (is_bytes) bad("non-ASCII character in a bytes literal");
+      // Every reference reads the file as UTF-8, so raw text in a str literal must be valid.
       const size_t n = utf8_sequence_length(body, i);
       if (n == 0) bad("invalid UTF-8 in the literal");
       out.append(body.substr(i, n));
@@ -221,12 +200,9 @@ std::vector<std::string> parse_vocab_text(std::string_view text, const std::stri
 }
 
 std::vector<std::string> read_vocab_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw EngineError(path + ": cannot open vocab file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) throw EngineError(path + ": read error");
-  return parse_vocab_text(ss.view(), path);
+  const MappedFile file(path);
+  const auto bytes = file.bytes();
+  return parse_vocab_text({reinterpret_cast<const char*>(bytes.data()), bytes.size()}, path);
 }
 
 }  // namespace rwkvd::engine
