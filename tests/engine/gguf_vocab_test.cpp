@@ -8,26 +8,14 @@
 #include "engine/gguf.h"
 #include "engine/gguf_vocab.h"
 #include "engine/tokenizer.h"
+#include "tests/engine/tokenizer_helpers.h"
 #include "tests/support/gguf_writer.h"
 
 namespace rwkvd::engine {
 namespace {
 
-std::string error_of(auto&& fn) {
-  try {
-    fn();
-  } catch (const EngineError& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
-
-std::vector<std::string> byte_tokens() {
-  std::vector<std::string> t;
-  for (int b = 0; b < 256; ++b) t.emplace_back(1, static_cast<char>(b));
-  return t;
-}
-
+using test::byte_tokens;
+using test::error_of;
 std::vector<std::string> escaped(const std::vector<std::string>& raw) {
   std::vector<std::string> out;
   for (const auto& t : raw) out.push_back(test::escape_like_python_repr(t));

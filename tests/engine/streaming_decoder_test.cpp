@@ -4,6 +4,8 @@
 
 #include "engine/error.h"
 #include "engine/tokenizer.h"
+#include "engine/utf8.h"
+#include "tests/engine/tokenizer_helpers.h"
 #include "tests/engine/world_fixtures.h"
 #include "tests/support/fixtures.h"
 
@@ -12,8 +14,7 @@ namespace {
 
 // Every single byte (id = byte) plus the multi-byte pieces the tests split characters into.
 std::unique_ptr<WorldTokenizer> small_vocab() {
-  std::vector<std::string> t;
-  for (int b = 0; b < 256; ++b) t.emplace_back(1, static_cast<char>(b));
+  auto t = test::byte_tokens();
   t.push_back("\xE4\xB8");  // 256: the first two bytes of 中 (E4 B8 AD)
   t.push_back("\xF0\x9F");  // 257: an emoji's first two bytes
   t.push_back(
@@ -24,18 +25,8 @@ std::unique_ptr<WorldTokenizer> small_vocab() {
 }
 
 bool valid_utf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    const auto b = static_cast<uint8_t>(s[i]);
-    size_t n = b < 0x80                 ? 1
-               : b >= 0xC2 && b <= 0xDF ? 2
-               : b >= 0xE0 && b <= 0xEF ? 3
-               : b >= 0xF0 && b <= 0xF4 ? 4
-                                        : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    for (size_t k = 1; k < n; ++k) {
-      if ((static_cast<uint8_t>(s[i + k]) & 0xC0) != 0x80) return false;
-    }
-    i += n;
+  for (size_t i = 0, n = 0; i < s.size(); i += n) {
+    if ((n = utf8_sequence_length(s, i)) == 0) return false;
   }
   return true;
 }
@@ -95,8 +86,8 @@ TEST(StreamingDecoder, SequencesThatCanNeverCompleteAreEmittedAsIs) {
 }
 
 TEST(StreamingDecoder, IdsWithoutBytesAndBadIds) {
-  auto t = std::vector<std::string>{""};  // id 0: no bytes
-  for (int b = 0; b < 256; ++b) t.emplace_back(1, static_cast<char>(b));
+  auto t = test::byte_tokens();
+  t.insert(t.begin(), "");  // id 0: no bytes, bytes are id = byte + 1 as in the world vocab
   const auto tok = WorldTokenizer::from_token_bytes(std::move(t));
   StreamingDecoder d(*tok);
   EXPECT_EQ(d.push(0xE4 + 1), "");

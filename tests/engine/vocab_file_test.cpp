@@ -7,20 +7,13 @@
 #include "engine/error.h"
 #include "engine/tokenizer.h"
 #include "engine/vocab_file.h"
+#include "tests/engine/tokenizer_helpers.h"
 #include "tests/support/gguf_writer.h"
 
 namespace rwkvd::engine {
 namespace {
 
-std::string error_of(auto&& fn) {
-  try {
-    fn();
-  } catch (const EngineError& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
-
+using test::error_of;
 TEST(PythonLiteral, StrLiteralsAreUtf8OfCodePoints) {
   EXPECT_EQ(decode_python_literal("'a b'"), "a b");
   EXPECT_EQ(decode_python_literal("\"it's\""), "it's");
