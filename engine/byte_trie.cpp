@@ -9,10 +9,9 @@
 
 namespace rwkvd::engine {
 
-// Places the nodes of the trie into ByteTrie's arrays breadth first (so the short, hot prefixes
-// share the low slots). Each node's children get the
-// first base that puts all of them on free slots; free slots are kept in a linked list so the
-// search skips the occupied ones.
+// Places the nodes of the trie into ByteTrie's arrays breadth first, so the short, hot prefixes
+// share the low slots. Each node's children get the first base that puts all of them on free
+// slots; free slots are kept in a linked list so the search skips the occupied ones.
 class ByteTrieBuilder {
  public:
   ByteTrieBuilder(ByteTrie& trie, std::span<const std::string_view> tokens,

@@ -129,10 +129,9 @@ std::vector<std::string> read_gguf_vocab(const GgufFile& file) {
   }
   const GgufArray& tokens = file.get_array("tokenizer.ggml.tokens");
   if (tokens.elem_type != GgufValueType::STRING) {
-    throw EngineError(path +
-                      ": tokenizer.ggml.tokens must be an array of strings, found an array "
-                      "of " +
-                      std::string(gguf_value_type_name(tokens.elem_type)));
+    const std::string found(gguf_value_type_name(tokens.elem_type));
+    throw EngineError(path + ": tokenizer.ggml.tokens must be an array of strings, found an " +
+                      "array of " + found);
   }
   if (tokens.count == 0) throw EngineError(path + ": tokenizer.ggml.tokens is empty (no vocab)");
 
@@ -140,10 +139,9 @@ std::vector<std::string> read_gguf_vocab(const GgufFile& file) {
   if (file.has("tokenizer.ggml.token_type")) {
     types = &file.get_array("tokenizer.ggml.token_type");
     if (!is_integer_type(types->elem_type)) {
-      throw EngineError(path +
-                        ": tokenizer.ggml.token_type must be an array of integers, found "
-                        "an array of " +
-                        std::string(gguf_value_type_name(types->elem_type)));
+      const std::string found(gguf_value_type_name(types->elem_type));
+      throw EngineError(path + ": tokenizer.ggml.token_type must be an array of integers, " +
+                        "found an array of " + found);
     }
     if (types->count != tokens.count) {
       throw EngineError(path + ": tokenizer.ggml.token_type has " + std::to_string(types->count) +
