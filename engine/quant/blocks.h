@@ -1,8 +1,8 @@
 #pragma once
 // ggml's block layouts, byte for byte (little-endian; scales are IEEE half bit patterns). Only
-// the quantisers and dequantisers in engine/quant include this. Blocks in a GGUF row sit at odd
-// multiples of 2 bytes, so they are read and written with memcpy (load_block/store_block)
-// rather than by casting the mapping, which keeps the code free of alignment and aliasing traps.
+// engine/quant and its tests include this. Blocks in a GGUF row are only 2-byte aligned (a Q4_0
+// block is 18 bytes), so they are read and written with memcpy (load_block/store_block) rather
+// than by casting the mapping, which keeps the code free of alignment and aliasing traps.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>

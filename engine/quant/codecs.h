@@ -1,5 +1,5 @@
 #pragma once
-// Per-type block decoders behind dequantize(). Internal to engine/quant: callers
+// Per-type block codecs behind dequantize() and quantize(). Internal to engine/quant: callers
 // have already checked the element count, so these take a number of whole blocks.
 #include <cstddef>
 #include <cstdint>
@@ -30,5 +30,14 @@ void dequantize_q8_0(const std::byte* src, float* dst, int64_t n_blocks);
 void dequantize_q4_k(const std::byte* src, float* dst, int64_t n_blocks);
 void dequantize_q5_k(const std::byte* src, float* dst, int64_t n_blocks);
 void dequantize_q6_k(const std::byte* src, float* dst, int64_t n_blocks);
+
+void quantize_q4_0(const float* src, std::byte* dst, int64_t n_blocks);
+void quantize_q4_1(const float* src, std::byte* dst, int64_t n_blocks);
+void quantize_q5_0(const float* src, std::byte* dst, int64_t n_blocks);
+void quantize_q5_1(const float* src, std::byte* dst, int64_t n_blocks);
+void quantize_q8_0(const float* src, std::byte* dst, int64_t n_blocks);
+void quantize_q4_k(const float* src, std::byte* dst, int64_t n_blocks);
+void quantize_q5_k(const float* src, std::byte* dst, int64_t n_blocks);
+void quantize_q6_k(const float* src, std::byte* dst, int64_t n_blocks);
 
 }  // namespace rwkvd::engine::quant

@@ -1,5 +1,6 @@
-// Dequantiser checks on synthetic data: fp16/bf16 conversions against an independent
-// reference, the bit layouts on hand-made blocks, and argument checking. Dequantising llama.cpp's
+// Quantiser and dequantiser checks on synthetic data: fp16/bf16 conversions against an
+// independent reference, per-type round-trip error bounds derived from each format's step, the
+// bit layouts on hand-made blocks, and argument checking. The comparison with llama.cpp's
 // quantised fixtures is in quant_fixture_test.cpp.
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 #include "engine/error.h"
 #include "engine/quant/blocks.h"
 #include "engine/quant/dequant.h"
+#include "engine/quant/quantize.h"
 
 namespace rwkvd::engine {
 namespace {
@@ -177,6 +179,202 @@ TEST(Half, Bf16) {
   }
 }
 
+// ---- round trips ---------------------------------------------------------------------------
+
+std::vector<float> round_trip(GgmlType type, const std::vector<float>& x) {
+  const auto n = static_cast<int64_t>(x.size());
+  std::vector<std::byte> q(*ggml_row_bytes(type, static_cast<uint64_t>(n)));
+  quantize(type, x.data(), q.data(), n);
+  std::vector<float> y(x.size());
+  dequantize(type, q.data(), y.data(), n);
+  return y;
+}
+
+// Test data: each element count is a multiple of 256, so every type can take every set.
+struct DataSet {
+  std::string name;
+  std::vector<float> x;
+  bool regular;  // no extreme dynamic range inside a super-block (see KQuantBounds)
+};
+
+std::vector<DataSet> data_sets() {
+  std::mt19937 rng(1234);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  const int n = 256 * 64;
+  std::vector<DataSet> sets;
+  DataSet s{"normal(0, 0.02)", {}, true};
+  for (int i = 0; i < n; ++i) s.x.push_back(0.02f * normal(rng));
+  sets.push_back(s);
+  s = {"uniform(-1, 1)", {}, true};
+  for (int i = 0; i < n; ++i) s.x.push_back(uniform(rng));
+  sets.push_back(s);
+  s = {"normal + 1% outliers x10", {}, true};
+  for (int i = 0; i < n; ++i) s.x.push_back(normal(rng) * (rng() % 100 == 0 ? 10.0f : 1.0f));
+  sets.push_back(s);
+  s = {"positive, offset 3 +- 1", {}, true};
+  for (int i = 0; i < n; ++i) s.x.push_back(3.0f + uniform(rng));
+  sets.push_back(s);
+  s = {"32-blocks scaled 1e-3..10", {}, false};
+  for (int b = 0; b < n / 32; ++b) {
+    const float scale = std::pow(10.0f, 4.0f * (uniform(rng) + 1.0f) / 2.0f - 3.0f);
+    for (int i = 0; i < 32; ++i) s.x.push_back(scale * normal(rng));
+  }
+  sets.push_back(s);
+  s = {"special blocks", {}, false};
+  s.x.assign(256 * 6, 0.0f);                               // zeros
+  std::fill(s.x.begin() + 256, s.x.begin() + 512, 0.37f);  // a constant
+  std::fill(s.x.begin() + 512, s.x.begin() + 768, -2.5f);  // a negative constant
+  s.x[768 + 77] = 1.0f;                                    // one spike in zeros
+  for (int i = 0; i < 256; ++i) s.x[1024 + i] = static_cast<float>(i % 7) - 3.0f;  // on a grid
+  for (int i = 0; i < 256; ++i) s.x[1280 + i] = 1e-4f * normal(rng);               // small values
+  sets.push_back(s);
+  return sets;
+}
+
+double rms(const std::vector<float>& a, const std::vector<float>& b) {
+  double se = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double e = double{a[i]} - double{b[i]};
+    se += e * e;
+  }
+  return std::sqrt(se / static_cast<double>(a.size()));
+}
+
+TEST(QuantRoundTrip, FloatTypes) {
+  for (const auto& set : data_sets()) {
+    EXPECT_EQ(round_trip(GgmlType::F32, set.x), set.x);
+    const auto h = round_trip(GgmlType::F16, set.x);
+    const auto b = round_trip(GgmlType::BF16, set.x);
+    for (size_t i = 0; i < set.x.size(); ++i) {
+      ASSERT_EQ(h[i], fp16_to_fp32(fp32_to_fp16(set.x[i])));
+      ASSERT_EQ(b[i], bf16_to_fp32(fp32_to_bf16(set.x[i])));
+      // Half an ulp: 2^-11 relative for normal halves, 2^-25 absolute below them.
+      ASSERT_LE(std::fabs(h[i] - set.x[i]), std::max(std::fabs(set.x[i]) * 0x1p-11f, 0x1p-25f));
+      ASSERT_LE(std::fabs(b[i] - set.x[i]), std::fabs(set.x[i]) * 0x1p-8f);
+    }
+  }
+}
+
+// Q8_0, Q4_0, Q5_0: value = d * q. The scale search never needs to clamp, so every element is
+// within half a step of its original. (Float rounding of x / d may add an ulp or so.)
+TEST(QuantRoundTrip, SymmetricLegacyTypesStayWithinHalfAStep) {
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0}) {
+    const auto& traits = ggml_traits(type);
+    for (const auto& set : data_sets()) {
+      std::vector<std::byte> q(*ggml_row_bytes(type, set.x.size()));
+      quantize(type, set.x, q);
+      std::vector<float> y(set.x.size());
+      dequantize(type, q, y);
+      double step_sq = 0;
+      for (size_t b = 0; b < set.x.size() / 32; ++b) {
+        uint16_t dh;
+        std::memcpy(&dh, q.data() + b * traits.block_bytes, 2);  // d is first in all three
+        const double d = std::fabs(fp16_to_fp32(dh));
+        step_sq += d * d;
+        for (size_t i = 32 * b; i < 32 * b + 32; ++i) {
+          ASSERT_LE(std::fabs(double{y[i]} - set.x[i]), d / 2 * (1 + 1e-6) + 1e-30)
+              << traits.name << " " << set.name << " element " << i;
+        }
+      }
+      // Over a tensor the error is about that of uniform rounding, step / sqrt(12).
+      const double step_rms = std::sqrt(step_sq / static_cast<double>(set.x.size() / 32));
+      EXPECT_LE(rms(set.x, y), 0.31 * step_rms + 1e-30) << traits.name << " " << set.name;
+    }
+  }
+}
+
+// Q4_1, Q5_1: value = d * q + m; again nothing is clamped.
+TEST(QuantRoundTrip, AffineLegacyTypesStayWithinHalfAStep) {
+  for (GgmlType type : {GgmlType::Q4_1, GgmlType::Q5_1}) {
+    const auto& traits = ggml_traits(type);
+    for (const auto& set : data_sets()) {
+      std::vector<std::byte> q(*ggml_row_bytes(type, set.x.size()));
+      quantize(type, set.x, q);
+      std::vector<float> y(set.x.size());
+      dequantize(type, q, y);
+      for (size_t b = 0; b < set.x.size() / 32; ++b) {
+        uint16_t dm[2];
+        std::memcpy(dm, q.data() + b * traits.block_bytes, 4);
+        const double d = fp16_to_fp32(dm[0]);
+        ASSERT_GE(d, 0);
+        for (size_t i = 32 * b; i < 32 * b + 32; ++i) {
+          // The dequantiser's q * d + m rounds once more: allow an ulp of the value.
+          const double slack = std::fabs(double{y[i]}) * 0x1p-23;
+          ASSERT_LE(std::fabs(double{y[i]} - set.x[i]), d / 2 * (1 + 1e-6) + slack + 1e-30)
+              << traits.name << " " << set.name << " element " << i;
+        }
+      }
+    }
+  }
+}
+
+// The K-quants store sub-block scales with 6 (Q4_K, Q5_K) or 8 (Q6_K) bits against one fp16
+// super-block scale, and like llama.cpp's their search may clamp a value at the end of the grid
+// when that lowers the total error. So the bounds are: RMS error at most 0.3 of the RMS
+// sub-block step (uniform rounding gives 0.29), and, on data without extreme dynamic range
+// inside a super-block, no element more than two steps off.
+struct SubBlockStep {
+  int first, count;
+  double step;
+};
+
+std::vector<SubBlockStep> k_steps(GgmlType type, const std::vector<std::byte>& q, size_t n) {
+  std::vector<SubBlockStep> out;
+  for (size_t b = 0; b < n / 256; ++b) {
+    const int base = static_cast<int>(256 * b);
+    if (type == GgmlType::Q6_K) {
+      const auto blk = load_block<quant::BlockQ6_K>(q.data(), static_cast<int64_t>(b));
+      const double d = fp16_to_fp32(blk.d);
+      for (int j = 0; j < 16; ++j) out.push_back({base + 16 * j, 16, std::fabs(d * blk.scales[j])});
+    } else {
+      const size_t bytes = ggml_traits(type).block_bytes;
+      uint16_t d16;
+      std::memcpy(&d16, q.data() + b * bytes, 2);  // Q4_K and Q5_K start alike
+      uint8_t packed[12], sc[8], mn[8];
+      std::memcpy(packed, q.data() + b * bytes + 4, 12);
+      quant::unpack_k_scales(packed, sc, mn);
+      for (int j = 0; j < 8; ++j) out.push_back({base + 32 * j, 32, fp16_to_fp32(d16) * sc[j]});
+    }
+  }
+  return out;
+}
+
+TEST(QuantRoundTrip, KQuantBounds) {
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    const auto& traits = ggml_traits(type);
+    for (const auto& set : data_sets()) {
+      std::vector<std::byte> q(*ggml_row_bytes(type, set.x.size()));
+      quantize(type, set.x, q);
+      std::vector<float> y(set.x.size());
+      dequantize(type, q, y);
+      double step_sq = 0, err_sq = 0, worst = 0;
+      for (const auto& s : k_steps(type, q, set.x.size())) {
+        step_sq += s.step * s.step * s.count;
+        for (int i = s.first; i < s.first + s.count; ++i) {
+          const double e = std::fabs(double{y[i]} - set.x[i]);
+          err_sq += e * e;
+          if (s.step > 0) worst = std::max(worst, e / s.step);
+        }
+      }
+      const double step_rms = std::sqrt(step_sq / static_cast<double>(set.x.size()));
+      const double err_rms = std::sqrt(err_sq / static_cast<double>(set.x.size()));
+      EXPECT_LE(err_rms, 0.3 * step_rms + 1e-7) << traits.name << " " << set.name;
+      if (set.regular) {
+        EXPECT_LE(worst, 2.0) << traits.name << " " << set.name;
+      }
+    }
+  }
+}
+
+TEST(QuantRoundTrip, ZerosStayZero) {
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_1,
+                        GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    const std::vector<float> zeros(512, 0.0f);
+    EXPECT_EQ(round_trip(type, zeros), zeros) << ggml_traits(type).name;
+  }
+}
+
 // ---- layouts on hand-made blocks -----------------------------------------------------------
 
 TEST(Dequantize, LegacyLayouts) {
@@ -271,11 +469,17 @@ TEST(QuantArgs, WrongCountsThrow) {
   EXPECT_THROW(dequantize(GgmlType::Q4_0, bytes.data(), f.data(), 31), EngineError);
   EXPECT_THROW(dequantize(GgmlType::Q6_K, bytes.data(), f.data(), 255), EngineError);
   EXPECT_THROW(dequantize(GgmlType::F16, bytes.data(), f.data(), -1), EngineError);
-  // The span form also checks the byte count.
+  EXPECT_THROW(quantize(GgmlType::Q4_K, f.data(), bytes.data(), 300), EngineError);
+  EXPECT_THROW(quantize(GgmlType::Q8_0, f.data(), bytes.data(), -32), EngineError);
+  // The span forms also check the byte count.
   EXPECT_THROW(dequantize(GgmlType::Q8_0, std::span(bytes.data(), 33), std::span(f.data(), 32)),
                EngineError);
+  EXPECT_THROW(
+      quantize(GgmlType::Q8_0, std::span<const float>(f.data(), 32), std::span(bytes.data(), 35)),
+      EngineError);
   EXPECT_NO_THROW(dequantize(GgmlType::Q8_0, std::span(bytes.data(), 34), std::span(f.data(), 32)));
   // Zero elements is a whole number of blocks.
+  EXPECT_NO_THROW(quantize(GgmlType::Q4_K, f.data(), bytes.data(), 0));
   EXPECT_NO_THROW(dequantize(GgmlType::Q4_K, bytes.data(), f.data(), 0));
   try {
     dequantize(GgmlType::Q5_K, bytes.data(), f.data(), 100);
