@@ -67,8 +67,8 @@ void quantize_q5_0(const float* src, std::byte* dst, int64_t n_blocks) {
 void quantize_q8_0(const float* src, std::byte* dst, int64_t n_blocks) {
   for (int64_t i = 0; i < n_blocks; ++i, src += kQK) {
     BlockQ8_0 b{};
-    // -128 is left unused, as ggml's quantiser does: some int8 dot-product kernels negate
-    // weights and would overflow on it.
+    // -128 is left unused, as llama.cpp's quantiser leaves it: kernels elsewhere may rely on
+    // the symmetric range.
     b.d = symmetric_scale_fp16(src, kQK, 127, 127);
     int q[kQK];
     round_symmetric(src, fp16_to_fp32(b.d), -127, 127, q);

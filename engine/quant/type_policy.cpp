@@ -38,8 +38,8 @@ const FtypeInfo& info(QuantFtype ftype) {
                     std::to_string(static_cast<uint32_t>(ftype)));
 }
 
-// llama.cpp's llama_model_quantize skips these by name: they are small, and the decay and
-// gate paths are sensitive to error.
+// llama.cpp's llama_model_quantize skips these by name ("RWKV's small yet 2D weights"), in
+// every ftype, F16 included.
 constexpr std::array<std::string_view, 15> kNeverQuantised{
     "time_mix_first.weight",    "time_mix_w0.weight",       "time_mix_w1.weight",
     "time_mix_w2.weight",       "time_mix_v0.weight",       "time_mix_v1.weight",
