@@ -381,7 +381,7 @@ Request parse_request(const Value& msg, const Limits& lim) {
       req.sampling = parse_sampling(msg, lim);
       req.stream = get_bool(msg, "stream", false);
     }
-    if (req.session != 0 && req.state) {
+    if (req.session != 0 && req.state && req.op != Op::kSessionSetState) {
       fail(ErrorCode::kBadValue,
            "'state' and 'session' are exclusive: a session has its own state");
     }

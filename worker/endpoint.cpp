@@ -1,5 +1,7 @@
 #include "worker/endpoint.h"
 
+#include "protocol/endpoint.h"
+
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -33,13 +35,8 @@ bool socket_is_live(const std::string& path) {
 }  // namespace
 
 std::string default_endpoint() {
-  if (const char* xdg = std::getenv("XDG_RUNTIME_DIR"); xdg != nullptr && *xdg != '\0') {
-    struct stat st {};
-    if (::stat(xdg, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::getuid()) {
-      return std::string("ipc://") + xdg + "/rwkvd.sock";
-    }
-  }
-  return "ipc:///tmp/rwkvd-" + std::to_string(::getuid()) + "/rwkvd.sock";
+  // The worker ignores $RWKVD_ENDPOINT (that tells clients where to go); --endpoint sets it.
+  return protocol::default_endpoint(false);
 }
 
 std::string ipc_path(const std::string& endpoint) {
@@ -71,7 +68,7 @@ void prepare_endpoint(const std::string& endpoint, bool allow_remote) {
     if (::mkdir(dir.c_str(), 0700) != 0) {
       throw std::runtime_error("cannot create " + dir.string() + ": " + std::strerror(errno));
     }
-  } else if (dir.filename().string().rfind("rwkvd-", 0) == 0 &&
+  } else if (dir == std::filesystem::path(ipc_path(default_endpoint())).parent_path() &&
              (st.st_uid != ::getuid() || (st.st_mode & 0077) != 0)) {
     // Our own per-user directory must be ours and private, or someone could swap the socket.
     throw std::runtime_error(dir.string() + " must be owned by this user with mode 0700");
