@@ -25,6 +25,10 @@ struct PendingReleases {
 };
 
 struct LeaseHandle {
+  LeaseHandle(uint64_t l, std::shared_ptr<protocol::ShmReader> r, std::weak_ptr<PendingReleases> p)
+      : lease(l), reader(std::move(r)), pending(std::move(p)) {}
+  LeaseHandle(const LeaseHandle&) = delete;  // exactly one handle per lease: one release
+  LeaseHandle& operator=(const LeaseHandle&) = delete;
   uint64_t lease;
   std::shared_ptr<protocol::ShmReader> reader;  // keeps the mapping alive under the view
   std::weak_ptr<PendingReleases> pending;
@@ -125,8 +129,7 @@ Tensor Client::to_tensor(const Value& v) {
   if (d.shm) {
     if (!impl_->reader) throw std::runtime_error("worker sent a shm tensor to an unmapped client");
     t.ptr_ = impl_->reader->resolve(*d.shm);
-    t.lease_ =
-        std::make_shared<LeaseHandle>(LeaseHandle{d.shm->lease, impl_->reader, impl_->pending});
+    t.lease_ = std::make_shared<LeaseHandle>(d.shm->lease, impl_->reader, impl_->pending);
   } else {
     t.owned_.resize(t.count_);
     std::memcpy(t.owned_.data(), d.data->data(), t.count_ * sizeof(float));

@@ -35,6 +35,22 @@ TEST_F(WorkerTest, EmbedEqualsBackendAloneThroughShmAndInline) {
   expect_near(u.data(), t.data().subspan(0, 64), 0.0f);
 }
 
+TEST_F(WorkerTest, DroppedTensorsReleaseTheirLeasesExactlyOnce) {
+  RWKVD_FIXTURE(model, kTiny);
+  start(model);
+  auto c = connect();
+  {
+    const client::Tensor t = c->embed({Input{"a", {}}});
+    const client::Tensor copy = t;  // copies share one lease
+    const client::Tensor s = c->session_state(c->session_open());
+    EXPECT_EQ(c->stats().find("shm")->find("leases")->as_uint(), 2u);
+  }
+  c->flush_releases();
+  const protocol::Value stats = c->stats();
+  EXPECT_EQ(stats.find("shm")->find("leases")->as_uint(), 0u);
+  EXPECT_TRUE(stats.find("errors")->as_map().empty());
+}
+
 TEST_F(WorkerTest, SeededGenerationEqualsBackendPlusSampler) {
   RWKVD_FIXTURE(model, kTiny);
   start(model);
