@@ -15,5 +15,6 @@ void add_client_embed_command(CLI::App& app);
 void add_client_tokenize_command(CLI::App& app);
 void add_client_state_command(CLI::App& app);
 void add_client_stats_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace rwkvd::tools

@@ -229,7 +229,11 @@ Value Server::info_value() const {
   v.set("endpoint", Value(opt_.endpoint));
   v.set("pid", Value(static_cast<uint64_t>(::getpid())));
   v.set("model_path", Value(model_.path));
+  const engine::LoadStats load = backend_->load_stats();
+  v.set("load_ms", Value(load.usable_ms));
   v.set("memory", Value(Value::Map{{"model_file_bytes", Value(model_.file_bytes)},
+                                   {"weight_bytes", Value(load.weight_bytes)},
+                                   {"scratch_bytes", Value(load.scratch_bytes)},
                                    {"state_bytes", Value(state_bytes)},
                                    {"n_slots", Value(backend_->n_slots())},
                                    {"slots_bytes", Value(state_bytes * backend_->n_slots())},
