@@ -673,19 +673,26 @@ void Scheduler::loop() {
         }
       }
     }
-    for (auto& job : jobs) accept(std::move(job));
-    if (stopping) {
-      fail_all(ErrorCode::kShuttingDown, "the worker is shutting down");
-      publish_gauges();
-      return;
+    try {
+      for (auto& job : jobs) accept(std::move(job));
+      if (stopping) {
+        fail_all(ErrorCode::kShuttingDown, "the worker is shutting down");
+        publish_gauges();
+        return;
+      }
+      admit();
+      if (embeds_due(Clock::now()) ||
+          std::any_of(embeds_.begin(), embeds_.end(), [](const auto& e) { return e->cancelled; })) {
+        dispatch_embeds();
+      }
+      if (!active_.empty()) step();
+    } catch (const std::exception& e) {
+      // Requests are validated before they get here, so this is an engine failure outside a
+      // run call (a state read/write). Fail what is in flight rather than lose the thread.
+      spdlog::error("engine thread: {}", e.what());
+      fail_all(ErrorCode::kInternal, std::string("engine error: ") + e.what());
     }
-    admit();
     const auto now = Clock::now();
-    if (embeds_due(now) ||
-        std::any_of(embeds_.begin(), embeds_.end(), [](const auto& e) { return e->cancelled; })) {
-      dispatch_embeds();
-    }
-    if (!active_.empty()) step();
     if (now - last_reap_ > std::chrono::seconds(5)) {
       last_reap_ = now;
       const size_t n = sessions_.reap_idle(now, std::chrono::seconds(opt_.session_idle_s));
