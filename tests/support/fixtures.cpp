@@ -6,6 +6,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
 namespace rwkvd::test {
 
 std::filesystem::path fixtures_root() {
@@ -39,6 +41,16 @@ std::string read_text_file(const std::filesystem::path& path) {
   std::ostringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+std::vector<int32_t> manifest_tokens(const std::string& file) {
+  std::ifstream in(fixtures_root() / "rwkv7" / "manifest.json");
+  if (!in) throw std::runtime_error("cannot open the fixtures manifest");
+  const auto manifest = nlohmann::json::parse(in);
+  for (const auto& f : manifest.at("files")) {
+    if (f.at("file") == file) return f.at("tokens").get<std::vector<int32_t>>();
+  }
+  throw std::runtime_error("manifest has no entry for " + file);
 }
 
 }  // namespace rwkvd::test

@@ -3,6 +3,7 @@
 // missing the test is skipped with a message, or fails when RWKVD_REQUIRE_FIXTURES=1 (CI).
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -17,6 +18,8 @@ std::filesystem::path binary_dir();
 // Raw little-endian float32 file.
 std::vector<float> read_f32_file(const std::filesystem::path& path);
 std::string read_text_file(const std::filesystem::path& path);
+// The token ids recorded for `file` in fixtures/rwkv7/manifest.json.
+std::vector<int32_t> manifest_tokens(const std::string& file);
 
 }  // namespace rwkvd::test
 
