@@ -22,10 +22,14 @@ struct SynthOptions {
   bool quiet = false;
 };
 
-// Where the world vocab is when --vocab-file is not given: the shared fixtures.
+// Where the world vocab is when --vocab-file is not given: the shared fixtures
+// ($RWKVD_FIXTURES, else ../shared/fixtures beside the source tree, as the tests look).
 std::filesystem::path default_world_vocab() {
   const char* env = std::getenv("RWKVD_FIXTURES");
-  const std::filesystem::path root = env != nullptr && *env != '\0' ? env : RWKVD_DEFAULT_FIXTURES;
+  const std::filesystem::path root =
+      env != nullptr && *env != '\0'
+          ? std::filesystem::path(env)
+          : std::filesystem::path(RWKVD_SOURCE_DIR) / ".." / "shared" / "fixtures";
   return root / "tokenizer" / "rwkv_vocab_v20230424.txt";
 }
 
