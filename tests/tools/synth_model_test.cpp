@@ -11,6 +11,7 @@
 #include "engine/backend.h"
 #include "engine/error.h"
 #include "engine/model.h"
+#include "engine/tokenizer.h"
 #include "tests/support/fixtures.h"
 #include "tests/support/gguf_builder.h"
 #include "tools/synth/synth.h"
@@ -72,6 +73,20 @@ TEST_F(SynthModel, SmallModelLoadsWithEveryCheck) {
   const auto& l0 = m->layers()[0];
   ASSERT_EQ(l0.v1->n_bytes, l0.a1->n_bytes);
   EXPECT_EQ(std::memcmp(l0.v1->data.data(), l0.a1->data.data(), l0.a1->n_bytes), 0);
+}
+
+// The generated vocab is a working tokenizer: text round-trips and common pairs merge.
+TEST_F(SynthModel, GeneratedVocabTokenizes) {
+  const auto path = dir_ / "tok.gguf";
+  synthesize(small(7), path.string());
+  auto f = engine::GgufFile::open(path.string());
+  auto tok = engine::WorldTokenizer::from_gguf(*f);
+  ASSERT_EQ(tok->vocab_size(), 300u);
+  const std::string text = "the rain in spain\nstays mainly\x01\xff";
+  const auto ids = tok->encode(text);
+  EXPECT_EQ(tok->decode(ids), text);
+  EXPECT_LT(ids.size(), text.size());
+  EXPECT_TRUE(std::any_of(ids.begin(), ids.end(), [](int32_t id) { return id > 256; }));
 }
 
 TEST_F(SynthModel, SameSeedSameBytes) {

@@ -1,125 +1,10 @@
 #include "tools/synth/vocab.h"
 
-#include <fstream>
-
 #include "engine/error.h"
+#include "engine/vocab_file.h"
 
 namespace rwkvd::tools::synth {
-namespace {
-
 using engine::EngineError;
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xc0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xe0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    out += static_cast<char>(0xf0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  }
-}
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// Decodes one Python str or bytes literal (the vocab file's middle field) to its bytes: str
-// literals are UTF-8 encoded, as the converter does with token.encode("utf-8").
-std::string decode_python_literal(std::string_view lit, const std::string& where) {
-  auto bad = [&](const std::string& why) -> EngineError {
-    return EngineError(where + ": " + why + " in literal " + std::string(lit));
-  };
-  const bool is_bytes = !lit.empty() && lit[0] == 'b';
-  if (is_bytes) lit.remove_prefix(1);
-  if (lit.size() < 2 || (lit[0] != '\'' && lit[0] != '"') || lit.back() != lit[0]) {
-    throw bad("not a quoted Python literal");
-  }
-  const std::string_view body = lit.substr(1, lit.size() - 2);
-  std::string out;
-  for (size_t i = 0; i < body.size(); ++i) {
-    const char c = body[i];
-    if (c != '\\') {
-      if (is_bytes && static_cast<unsigned char>(c) >= 0x80) throw bad("non-ASCII byte");
-      out += c;
-      continue;
-    }
-    if (++i == body.size()) throw bad("dangling backslash");
-    auto hex = [&](size_t n) {
-      if (i + n >= body.size()) throw bad("short \\x/\\u escape");
-      uint32_t v = 0;
-      for (size_t k = 1; k <= n; ++k) {
-        const int d = hex_digit(body[i + k]);
-        if (d < 0) throw bad("bad hex digit");
-        v = v * 16 + static_cast<uint32_t>(d);
-      }
-      i += n;
-      return v;
-    };
-    switch (body[i]) {
-      case '\\':
-        out += '\\';
-        break;
-      case '\'':
-        out += '\'';
-        break;
-      case '"':
-        out += '"';
-        break;
-      case 'n':
-        out += '\n';
-        break;
-      case 't':
-        out += '\t';
-        break;
-      case 'r':
-        out += '\r';
-        break;
-      case 'a':
-        out += '\a';
-        break;
-      case 'b':
-        out += '\b';
-        break;
-      case 'f':
-        out += '\f';
-        break;
-      case 'v':
-        out += '\v';
-        break;
-      case 'x': {
-        const uint32_t v = hex(2);
-        if (is_bytes) {
-          out += static_cast<char>(v);
-        } else {
-          append_utf8(out, v);
-        }
-        break;
-      }
-      case 'u':
-      case 'U': {
-        if (is_bytes) throw bad("\\u in a bytes literal");
-        append_utf8(out, hex(body[i] == 'u' ? 4 : 8));
-        break;
-      }
-      default:
-        throw bad(std::string("unsupported escape \\") + body[i]);
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string escape_token(std::string_view bytes) {
   const bool has_single = bytes.find('\'') != std::string_view::npos;
@@ -151,32 +36,18 @@ std::string escape_token(std::string_view bytes) {
 }
 
 std::vector<std::string> read_world_vocab(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw EngineError(path + ": cannot open the vocab file");
-  std::vector<std::string> tokens;
-  std::string line;
-  for (size_t line_no = 1; std::getline(in, line); ++line_no) {
-    if (line.empty()) continue;
-    const std::string where = path + ":" + std::to_string(line_no);
-    // "<id> <literal> <length>": the literal may itself hold spaces, so split at the first
-    // and the last space.
-    const size_t a = line.find(' '), b = line.rfind(' ');
-    if (a == std::string::npos || b <= a)
-      throw EngineError(where + ": expected '<id> <literal> <length>'");
-    const std::string id = line.substr(0, a), len = line.substr(b + 1);
-    if (id != std::to_string(tokens.size() + 1)) {
-      throw EngineError(where + ": id " + id + ", expected " + std::to_string(tokens.size() + 1));
+  // The engine's reader (shared with the tokenizer) parses and checks every line; index 0 is
+  // id 0, which the file does not define.
+  std::vector<std::string> by_id = engine::read_vocab_file(path);
+  if (by_id.size() < 2) throw EngineError(path + ": no tokens in the vocab file");
+  for (size_t id = 1; id < by_id.size(); ++id) {
+    if (by_id[id].empty()) {
+      throw EngineError(path + ": id " + std::to_string(id) +
+                        " is missing; a world vocab numbers its tokens 1..N without gaps");
     }
-    std::string bytes =
-        decode_python_literal(std::string_view(line).substr(a + 1, b - a - 1), where);
-    if (len != std::to_string(bytes.size())) {
-      throw EngineError(where + ": token of " + std::to_string(bytes.size()) +
-                        " bytes, the line says " + len);
-    }
-    tokens.push_back(std::move(bytes));
   }
-  if (tokens.empty()) throw EngineError(path + ": no tokens in the vocab file");
-  return tokens;
+  by_id.erase(by_id.begin());
+  return by_id;
 }
 
 std::vector<std::string> generated_token_bytes(uint32_t n_vocab) {

@@ -26,7 +26,8 @@ struct Vocab {
 std::string escape_token(std::string_view bytes);
 
 // The raw bytes of each line of rwkv_vocab_v20230424.txt ("<id> <python literal> <length>"),
-// index 0 = id 1. Throws EngineError naming the file and line on anything unexpected.
+// index 0 = id 1 (engine/vocab_file.h parses them). Throws EngineError naming the file (and
+// line) on anything unexpected, including a gap in the ids.
 std::vector<std::string> read_world_vocab(const std::string& path);
 
 // Token bytes for ids 1..n-1 when no vocab file is used: the 256 single bytes (id = byte + 1,
