@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -162,6 +163,77 @@ TEST_F(SynthModel, RunsHundredsOfTokensWithHealthyLogits) {
     ASSERT_GT(stddev, 1.0) << "position " << p;
     ASSERT_LT(stddev, 5.0) << "position " << p;
   }
+}
+
+std::vector<float> all_logits(const std::filesystem::path& model, std::span<const int32_t> toks) {
+  engine::BackendOptions o;
+  o.n_slots = 1;
+  auto backend = engine::make_cpu_backend(engine::Rwkv7Model::load(model.string()), o);
+  const engine::SequenceInput in{0, toks, engine::OutputMode::kAllLogits};
+  return backend->run({&in, 1})[0].data;
+}
+
+double pearson(std::span<const float> a, std::span<const float> b) {
+  double ma = 0, mb = 0;
+  for (size_t i = 0; i < a.size(); ++i) ma += a[i], mb += b[i];
+  ma /= static_cast<double>(a.size());
+  mb /= static_cast<double>(b.size());
+  double sab = 0, saa = 0, sbb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    sab += (a[i] - ma) * (b[i] - mb);
+    saa += (a[i] - ma) * (a[i] - ma);
+    sbb += (b[i] - mb) * (b[i] - mb);
+  }
+  return sab / std::sqrt(saa * sbb);
+}
+
+// Quantized files hold the same random weights as the F32 one of the same seed, rounded: they
+// load, get llama.cpp's types, and their logits track the F32 logits at every position.
+TEST_F(SynthModel, QuantizedTypesLoadAndTrackF32) {
+  SynthConfig c = small(3);
+  c.layers = 1;
+  c.embd = 256;  // k-quants need rows of 256
+  synthesize(c, (dir_ / "f32.gguf").string());
+  std::vector<int32_t> toks;
+  for (int i = 0; i < 48; ++i) toks.push_back(1 + (i * 53) % 299);
+  const auto ref = all_logits(dir_ / "f32.gguf", toks);
+  struct Case {
+    FileType type;
+    engine::GgmlType matrix, head;
+    double min_corr;
+  };
+  for (const Case& k :
+       {Case{FileType::kQ8_0, engine::GgmlType::Q8_0, engine::GgmlType::Q8_0, 0.999},
+        Case{FileType::kQ6_K, engine::GgmlType::Q6_K, engine::GgmlType::Q6_K, 0.995},
+        Case{FileType::kQ5_K_M, engine::GgmlType::Q5_K, engine::GgmlType::Q6_K, 0.99},
+        Case{FileType::kQ4_K_M, engine::GgmlType::Q4_K, engine::GgmlType::Q6_K, 0.97},
+        Case{FileType::kQ4_0, engine::GgmlType::Q4_0, engine::GgmlType::Q6_K, 0.97}}) {
+    c.type = k.type;
+    const auto path = dir_ / (std::string(file_type_name(k.type)) + ".gguf");
+    synthesize(c, path.string());
+    auto m = engine::Rwkv7Model::load(path.string());
+    EXPECT_EQ(m->file().get_u32("general.file_type"), llama_ftype(k.type));
+    EXPECT_EQ(m->file().get_u32("general.quantization_version"), 2u);
+    EXPECT_EQ(m->layers()[0].key->type, k.matrix) << file_type_name(k.type);
+    EXPECT_EQ(m->layers()[0].ffn_value->type, k.matrix) << file_type_name(k.type);
+    EXPECT_EQ(m->token_embd->type, k.matrix) << file_type_name(k.type);
+    EXPECT_EQ(m->head->type, k.head) << file_type_name(k.type);
+    EXPECT_EQ(m->layers()[0].w1->type, engine::GgmlType::F32);
+    const auto got = all_logits(path, toks);
+    ASSERT_EQ(got.size(), ref.size());
+    double worst = 1.0;
+    for (size_t p = 0; p < toks.size(); ++p) {
+      worst = std::min(worst, pearson(std::span(got).subspan(p * 300, 300),
+                                      std::span(ref).subspan(p * 300, 300)));
+    }
+    std::printf("%s: worst per-position correlation with f32 %.5f\n",
+                std::string(file_type_name(k.type)).c_str(), worst);
+    EXPECT_GT(worst, k.min_corr) << file_type_name(k.type);
+  }
+  // Threads split the quantisation; the bytes must not depend on it.
+  c.type = FileType::kQ4_K_M;
+  synthesize(c, (dir_ / "again.gguf").string());
+  EXPECT_EQ(slurp(dir_ / "again.gguf"), slurp(dir_ / "q4_k_m.gguf"));
 }
 
 TEST_F(SynthModel, UnwritableOutputIsAnError) {

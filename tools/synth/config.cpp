@@ -14,16 +14,16 @@ namespace {
 struct FileTypeInfo {
   FileType type;
   std::string_view name;
-  uint32_t llama_ftype;
+  engine::QuantFtype ftype;
 };
 constexpr std::array<FileTypeInfo, 7> kFileTypes{{
-    {FileType::kF32, "f32", 0},
-    {FileType::kF16, "f16", 1},
-    {FileType::kQ8_0, "q8_0", 7},
-    {FileType::kQ4_0, "q4_0", 2},
-    {FileType::kQ4_K_M, "q4_k_m", 15},
-    {FileType::kQ5_K_M, "q5_k_m", 17},
-    {FileType::kQ6_K, "q6_k", 18},
+    {FileType::kF32, "f32", engine::QuantFtype::F32},
+    {FileType::kF16, "f16", engine::QuantFtype::F16},
+    {FileType::kQ8_0, "q8_0", engine::QuantFtype::Q8_0},
+    {FileType::kQ4_0, "q4_0", engine::QuantFtype::Q4_0},
+    {FileType::kQ4_K_M, "q4_k_m", engine::QuantFtype::Q4_K_M},
+    {FileType::kQ5_K_M, "q5_k_m", engine::QuantFtype::Q5_K_M},
+    {FileType::kQ6_K, "q6_k", engine::QuantFtype::Q6_K},
 }};
 
 constexpr std::array<Preset, 5> kPresets{{
@@ -61,8 +61,11 @@ std::optional<FileType> parse_file_type(std::string_view name) {
 std::string_view file_type_name(FileType t) {
   return info(t).name;
 }
+engine::QuantFtype quant_ftype(FileType t) {
+  return info(t).ftype;
+}
 uint32_t llama_ftype(FileType t) {
-  return info(t).llama_ftype;
+  return static_cast<uint32_t>(info(t).ftype);
 }
 bool is_quantized(FileType t) {
   return t != FileType::kF32 && t != FileType::kF16;

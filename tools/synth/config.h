@@ -7,12 +7,15 @@
 #include <string>
 #include <string_view>
 
+#include "engine/quant/type_policy.h"
+
 namespace rwkvd::tools::synth {
 
 // The llama.cpp "ftype" of the whole file: which type each tensor gets (type_choice.h).
 enum class FileType { kF32, kF16, kQ8_0, kQ4_0, kQ4_K_M, kQ5_K_M, kQ6_K };
 std::optional<FileType> parse_file_type(std::string_view name);  // "f32", "q4_k_m", ...
 std::string_view file_type_name(FileType t);
+engine::QuantFtype quant_ftype(FileType t);
 uint32_t llama_ftype(FileType t);  // general.file_type
 bool is_quantized(FileType t);
 

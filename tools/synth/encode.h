@@ -8,7 +8,7 @@
 namespace rwkvd::tools::synth {
 
 // Writes the encoding of `n` floats (a whole number of blocks of `type`) to `dst`, which holds
-// ggml_row_bytes(type, n) bytes. Throws EngineError for a type this build cannot produce.
+// ggml_row_bytes(type, n) bytes: engine::quantize, split over threads for the slow types.
 void encode(engine::GgmlType type, const float* src, std::byte* dst, int64_t n);
 
 }  // namespace rwkvd::tools::synth
