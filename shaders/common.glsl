@@ -10,12 +10,17 @@
 layout(set = 0, binding = 0) readonly buffer Meta { uint meta[]; };
 // Activations of the current chunk.
 layout(set = 0, binding = 1) buffer Act { float act[]; };
+// The same activations as vec4 (regions and rows are multiples of 4 floats): one wide load
+// instead of four, which matters on every device and a lot on lavapipe.
+layout(set = 0, binding = 1) readonly buffer Act4 { vec4 act4[]; };
 // Every 1-D parameter of the model as float32 (norms, lerps, w0/a0/v0, k_k, k_a, r_k, ln_x).
 layout(set = 0, binding = 2) readonly buffer Vecs { float vecs[]; };
 // Recurrent state of every slot, docs/STATE_LAYOUT.md layout, slot after slot.
 layout(set = 0, binding = 3) buffer State { float state[]; };
 // Up to four weight matrices in their GGUF block encoding, read as little-endian words.
 layout(set = 0, binding = 4) readonly buffer Weights { uint w[]; } wb[4];
+// The same, 16 bytes at a time, for the plain float types (rows are 16-byte aligned).
+layout(set = 0, binding = 4) readonly buffer Weights4 { uvec4 w[]; } wb4[4];
 
 // The workgroup size as an ordinary specialization constant (id 15), which vk/pipelines.cpp
 // always sets equal to local_size_x_id 0: lavapipe (Mesa 22.3) reads gl_WorkGroupSize inside

@@ -17,25 +17,23 @@ uvec2 rd64(uint s, uint b) { return uvec2(rd32(s, b), rd32(s, b + 4u)); }
 
 #if defined(WTYPE_F32)
 void decode8(uint s, uint rb, uint p, out float v[8]) {
-  const uint base = (rb >> 2) + p * 8u;
-  [[unroll]] for (uint k = 0; k < 8; ++k) v[k] = uintBitsToFloat(wb[s].w[base + k]);
+  const uint base = (rb >> 4) + p * 2u;
+  const vec4 a = uintBitsToFloat(wb4[s].w[base]), b = uintBitsToFloat(wb4[s].w[base + 1u]);
+  v = float[8](a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w);
 }
 #elif defined(WTYPE_F16)
 void decode8(uint s, uint rb, uint p, out float v[8]) {
-  const uint base = (rb >> 2) + p * 4u;
-  [[unroll]] for (uint k = 0; k < 4; ++k) {
-    const vec2 h = unpackHalf2x16(wb[s].w[base + k]);
-    v[2 * k] = h.x;
-    v[2 * k + 1] = h.y;
-  }
+  const uvec4 q = wb4[s].w[(rb >> 4) + p];
+  const vec2 a = unpackHalf2x16(q.x), b = unpackHalf2x16(q.y), c = unpackHalf2x16(q.z),
+             d = unpackHalf2x16(q.w);
+  v = float[8](a.x, a.y, b.x, b.y, c.x, c.y, d.x, d.y);
 }
 #elif defined(WTYPE_BF16)
 void decode8(uint s, uint rb, uint p, out float v[8]) {
-  const uint base = (rb >> 2) + p * 4u;
+  const uvec4 q = wb4[s].w[(rb >> 4) + p];
   [[unroll]] for (uint k = 0; k < 4; ++k) {
-    const uint u = wb[s].w[base + k];
-    v[2 * k] = uintBitsToFloat(u << 16);
-    v[2 * k + 1] = uintBitsToFloat(u & 0xffff0000u);
+    v[2 * k] = uintBitsToFloat(q[k] << 16);
+    v[2 * k + 1] = uintBitsToFloat(q[k] & 0xffff0000u);
   }
 }
 #elif defined(WTYPE_Q8_0)

@@ -33,6 +33,11 @@ std::string weight_type_suffix(GgmlType t) {
 
 Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   wg_ = std::min<uint32_t>(64, dev.props().limits.maxComputeWorkGroupSize[0]);
+  // A CPU implementation (lavapipe) pays per workgroup: let each loop over many rows.
+  if (dev.props().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+    wg_ = 16;
+    max_row_groups_ = 4;
+  }
 }
 
 void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size) {
@@ -77,7 +82,11 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
   const std::string sg = dev_.features().subgroup_arith ? "_sg" : "";
   bind(cb, set, pipes_.get("mm_" + weight_type_suffix(type) + sg, {wg_, kTokenTile}), &pc,
        sizeof(pc));
-  const uint32_t gx = std::min(max_n, dev_.props().limits.maxComputeWorkGroupCount[0]);
+  // Rows per workgroup: one per subgroup, or one (workgroup reduction).
+  const uint32_t rows =
+      dev_.features().subgroup_arith ? std::max(1u, wg_ / dev_.features().subgroup_size) : 1u;
+  const uint32_t gx = std::min({(max_n + rows - 1) / rows,
+                                dev_.props().limits.maxComputeWorkGroupCount[0], max_row_groups_});
   vkCmdDispatch(cb, gx, ceil_div(T, kTokenTile), static_cast<uint32_t>(slots.size()));
 }
 

@@ -73,6 +73,7 @@ class Kernels {
   Pipelines& pipes_;
   uint32_t wg_ = 64;  // workgroup size of the row kernels and the matmul
   uint32_t dispatches_ = 0;
+  uint32_t max_row_groups_ = UINT32_MAX;  // most workgroups along the rows of a product
 };
 
 // Shader-name suffix of a weight type ("q4_k").

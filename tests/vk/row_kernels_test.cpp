@@ -29,7 +29,7 @@ TEST(VkRowKernels, EmbedIsRowThenLayerNorm) {
   const uint64_t errors = Device::validation_errors();
   const uint32_t D = 256, V = 10, T = 3;
   const std::vector<float> table = random_floats(D * V, 1, -2, 3);
-  std::vector<float> nw(D, 1.0f), nb(D, 0.0f);
+  const std::vector<float> nw = random_floats(D, 2), nb = random_floats(D, 3);
   rig.make(rig.weights[0], D * V);
   std::memcpy(rig.weights[0].mapped(), table.data(), table.size() * 4);
   rig.make(rig.vecs, 2 * D);
