@@ -47,6 +47,7 @@ class Forward {
   Buffer& meta() { return meta_; }
   Buffer& state() { return state_; }
   Buffer& readback() { return readback_; }
+  uint64_t scratch_bytes() const { return act_.size() + meta_.size() + readback_.size(); }
   uint32_t meta_seq() const { return 4 * token_cap_; }
   uint32_t meta_out() const { return 4 * token_cap_ + 4 * seq_cap_; }
   VkDeviceSize readback_logits_offset() const { return VkDeviceSize{token_cap_} * hp_.n_embd * 4; }

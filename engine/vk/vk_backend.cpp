@@ -66,12 +66,14 @@ class VkBackendImpl final : public VkBackend {
   std::string device_name() const override { return "vulkan:" + dev_->name(); }
   uint32_t n_slots() const override { return opt_.n_slots; }
 
-  VkLoadStats load_stats() const override {
-    VkLoadStats s;
-    s.usable_s = usable_s_;
+  LoadStats load_stats() const override {
+    LoadStats s;
+    s.usable_ms = 1e3 * usable_s_;
     const double r = uploader_->resident_seconds();
-    s.resident_s = r < 0 ? -1 : upload_start_s_ + r;
-    s.device_bytes = weights_->device_bytes();
+    s.resident_ms = r < 0 ? -1 : 1e3 * (upload_start_s_ + r);
+    s.weight_bytes = weights_->device_bytes();
+    s.state_bytes = forward_->state().size();
+    s.scratch_bytes = forward_->scratch_bytes() + xfer_up_.size() + xfer_down_.size();
     return s;
   }
   void wait_resident() override { uploader_->wait_all(); }

@@ -14,7 +14,8 @@ struct VkLoadStats {
 
 class VkBackend : public Backend {
  public:
-  virtual VkLoadStats load_stats() const = 0;
+  // load_stats(): usable_ms = open -> run() accepted (device, buffers, pipelines ready, upload
+  // begun); resident_ms = open -> every weight on the device, -1 while still uploading.
   virtual void wait_resident() = 0;                   // blocks until every weight is on the device
   virtual uint32_t dispatches_per_layer() const = 0;  // of a decode step
   virtual uint32_t token_capacity() const = 0;        // tokens per internal forward chunk

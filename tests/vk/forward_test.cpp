@@ -239,12 +239,12 @@ TEST_F(VkForward, ReportsLoadTimesAndDispatches) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q4_k_m.gguf");
   auto b = gpu(model);
   b->wait_resident();
-  const VkLoadStats s = b->load_stats();
-  std::printf("load: usable %.3fs, resident %.3fs, %llu bytes; %u dispatches per layer\n",
-              s.usable_s, s.resident_s, static_cast<unsigned long long>(s.device_bytes),
+  const LoadStats s = b->load_stats();
+  std::printf("load: usable %.1f ms, resident %.1f ms, %llu weight bytes; %u dispatches/layer\n",
+              s.usable_ms, s.resident_ms, static_cast<unsigned long long>(s.weight_bytes),
               b->dispatches_per_layer());
-  EXPECT_GT(s.usable_s, 0);
-  EXPECT_GE(s.resident_s, 0);
+  EXPECT_GT(s.usable_ms, 0);
+  EXPECT_GE(s.resident_ms, 0);
   EXPECT_LE(b->dispatches_per_layer(), 12u);
 }
 
