@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 
 #include "engine/error.h"
@@ -40,7 +41,7 @@ class VkBackendImpl final : public VkBackend {
     pipes_ = std::make_unique<Pipelines>(*dev_);
     weights_ = std::make_unique<WeightStore>(*dev_, *model_);
     upload_start_s_ = seconds_since_open();
-    uploader_ = std::make_unique<Uploader>(*dev_, *weights_);
+    uploader_ = std::make_unique<Uploader>(*dev_, *weights_, staging_bytes());
     // Pipelines compile while the weights stream in.
     const uint32_t token_cap = std::max(opt_.max_chunk, std::min(opt_.n_slots, 64u));
     forward_ = std::make_unique<Forward>(*dev_, *pipes_, *weights_, *model_, token_cap,
@@ -238,6 +239,15 @@ class VkBackendImpl final : public VkBackend {
     }
     for (const Part& p : parts) done[p.seq] += p.n;
     return true;
+  }
+
+  // Pinned host memory for the upload: 64 MiB, or $RWKVD_VK_STAGING_BYTES (tests use a small
+  // value to exercise the double buffering).
+  static VkDeviceSize staging_bytes() {
+    if (const char* v = std::getenv("RWKVD_VK_STAGING_BYTES"); v != nullptr && *v != '\0') {
+      return std::max<VkDeviceSize>(std::strtoull(v, nullptr, 10), 1 << 16);
+    }
+    return VkDeviceSize{64} << 20;
   }
 
   static void host_barrier(VkCommandBuffer cb) {

@@ -235,6 +235,22 @@ TEST_F(VkForward, RejectsBadInputWithoutTouchingState) {
   EXPECT_THROW(b->copy_state(0, 2), EngineError);
 }
 
+// A staging area far smaller than the model: many double-buffered rounds, tensors split
+// across them; the forward starts while layers are still arriving. Same result.
+TEST_F(VkForward, SmallStagingUploadsTheSameWeights) {
+  RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q5_k_m.gguf");
+  const auto toks = long_prompt(9, 1024);
+  auto ref = gpu(model);
+  ref->wait_resident();
+  const auto want = run_one(*ref, toks, OutputMode::kAllLogits);
+  setenv("RWKVD_VK_STAGING_BYTES", "65536", 1);
+  auto b = gpu(model);
+  unsetenv("RWKVD_VK_STAGING_BYTES");
+  EXPECT_EQ(run_one(*b, toks, OutputMode::kAllLogits), want);
+  b->wait_resident();
+  EXPECT_GE(b->load_stats().resident_ms, 0);
+}
+
 TEST_F(VkForward, ReportsLoadTimesAndDispatches) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q4_k_m.gguf");
   auto b = gpu(model);

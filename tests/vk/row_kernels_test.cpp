@@ -44,8 +44,6 @@ TEST(VkRowKernels, EmbedIsRowThenLayerNorm) {
   rig.run([&](VkCommandBuffer cb) {
     rig.kernels->embed(cb, set, engine::GgmlType::F32, {D, D * 4, 0, 0, D, 1e-5f}, T);
   });
-  for (uint32_t c = 0; c < 8; ++c) printf("%f %f | ", rig.ptr<float>(rig.act)[c], table[7 * D + c]);
-  printf("\n");
   for (uint32_t t = 0; t < T; ++t) {
     const std::vector<float> want = layer_norm(&table[toks[t] * D], nw.data(), nb.data(), D, 1e-5f);
     for (uint32_t c = 0; c < D; ++c) {
