@@ -14,6 +14,7 @@ struct EngineBenchOptions {
   std::string fields_path;  // field prompts, one per line (bench/field_prompts.txt)
   int repeats = 3;
   bool quick = false;  // small sizes for a CI smoke run
+  int embed_docs = 1024;  // documents of ~200 tokens for the embedding throughput figures
 };
 
 void run_engine_bench(const EngineBenchOptions& options, BenchReport& report);

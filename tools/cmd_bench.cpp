@@ -28,6 +28,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--fields", o->fields_path, "field prompts, one per line")->capture_default_str();
   cmd->add_option("--repeats", o->repeats, "repeats per figure")->check(CLI::Range(1, 100));
   cmd->add_flag("--quick", o->quick, "small sizes (CI smoke run)");
+  cmd->add_option("--embed-docs", o->embed_docs, "documents for the embedding throughput")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   cmd->add_option("--out", *out, "JSON result file")->capture_default_str();
   cmd->add_option("--markdown", *md, "also write a markdown table here");
   cmd->callback([o, out, md] {
