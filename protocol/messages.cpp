@@ -253,8 +253,8 @@ const char* output_name(Output o) {
 }
 
 std::optional<Output> output_from_name(std::string_view name) {
-  for (Output o : {Output::kLastLogits, Output::kAllLogits, Output::kLastEmbedding,
-                   Output::kAllEmbeddings}) {
+  for (Output o :
+       {Output::kLastLogits, Output::kAllLogits, Output::kLastEmbedding, Output::kAllEmbeddings}) {
     if (name == output_name(o)) return o;
   }
   return std::nullopt;

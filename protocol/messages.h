@@ -109,8 +109,12 @@ enum class Output : uint8_t {
 };
 const char* output_name(Output o);
 std::optional<Output> output_from_name(std::string_view name);
-inline bool output_all(Output o) { return o == Output::kAllLogits || o == Output::kAllEmbeddings; }
-inline bool output_logits(Output o) { return o == Output::kLastLogits || o == Output::kAllLogits; }
+inline bool output_all(Output o) {
+  return o == Output::kAllLogits || o == Output::kAllEmbeddings;
+}
+inline bool output_logits(Output o) {
+  return o == Output::kLastLogits || o == Output::kAllLogits;
+}
 
 // One input sequence: text (tokenized by the worker) or token ids.
 struct Input {

@@ -217,8 +217,8 @@ TEST(Request, ValidateForModel) {
 }
 
 TEST(Request, ForwardRoundTripAndRules) {
-  for (Output o : {Output::kLastLogits, Output::kAllLogits, Output::kLastEmbedding,
-                   Output::kAllEmbeddings}) {
+  for (Output o :
+       {Output::kLastLogits, Output::kAllLogits, Output::kLastEmbedding, Output::kAllEmbeddings}) {
     Request r;
     r.op = Op::kForward;
     r.inputs.push_back(Input{std::nullopt, {3, 4}});
@@ -255,13 +255,14 @@ TEST(Request, ForwardOutputMustFitTheMessageLimit) {
   Request r;
   r.op = Op::kForward;
   r.inputs.push_back(Input{std::nullopt, std::vector<int32_t>(10, 1)});
-  for (Output o : {Output::kLastLogits, Output::kAllLogits, Output::kLastEmbedding,
-                   Output::kAllEmbeddings}) {
+  for (Output o :
+       {Output::kLastLogits, Output::kAllLogits, Output::kLastEmbedding, Output::kAllEmbeddings}) {
     r.output = o;
     EXPECT_NO_THROW(validate_for_model(r, shape, lim)) << output_name(o);
   }
   EXPECT_EQ(output_shape(Output::kAllLogits, 10, shape), (std::pair<uint64_t, uint64_t>{10, 1000}));
-  EXPECT_EQ(output_shape(Output::kLastEmbedding, 10, shape), (std::pair<uint64_t, uint64_t>{1, 100}));
+  EXPECT_EQ(output_shape(Output::kLastEmbedding, 10, shape),
+            (std::pair<uint64_t, uint64_t>{1, 100}));
   r.inputs[0].tokens.push_back(1);  // 11 rows of logits: too large; the rest still fit
   r.output = Output::kAllLogits;
   try {
