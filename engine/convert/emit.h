@@ -1,0 +1,26 @@
+#pragma once
+// Produces the data of one planned output tensor (rwkv7_names.h) in its output type: the
+// source elements, transposed or concatenated as the plan says, converted element by element.
+// Large tensors come out in pieces of bounded size, so converting a multi-GB embedding never
+// holds it whole in memory.
+#include <cstddef>
+#include <functional>
+#include <span>
+
+#include "engine/convert/rwkv7_names.h"
+#include "engine/ggml_type.h"
+
+namespace rwkvd::engine::convert {
+
+using ByteSink = std::function<void(std::span<const std::byte>)>;
+using FloatSink = std::function<void(std::span<const float>)>;
+
+// Writes the tensor's bytes as `type` (F32 or F16; F16 rounds to nearest even, as numpy and
+// llama.cpp's converter do; F16 sources copy through untouched) to `sink`, in order.
+void emit_tensor(const MappedTensor& t, GgmlType type, const ByteSink& sink);
+
+// The same elements as float32 (exact for every source type), for a quantiser. Pieces end on
+// multiples of ne[0], so every piece is a whole number of rows.
+void emit_tensor_f32(const MappedTensor& t, const FloatSink& sink);
+
+}  // namespace rwkvd::engine::convert
