@@ -33,6 +33,16 @@ struct BackendOptions {
   uint32_t n_threads = 0;      // cpu: 0 = all cores
 };
 
+// How loading went: open -> usable (forward may start), open -> every weight resident, and
+// the device memory held (weights, state slots, scratch).
+struct LoadStats {
+  double usable_ms = 0;
+  double resident_ms = 0;
+  uint64_t weight_bytes = 0;
+  uint64_t state_bytes = 0;
+  uint64_t scratch_bytes = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -40,6 +50,7 @@ class Backend {
   virtual const Rwkv7Hparams& hparams() const = 0;
   virtual std::string device_name() const = 0;
   virtual uint32_t n_slots() const = 0;
+  virtual LoadStats load_stats() const = 0;
 
   // Runs every sequence of the batch from its slot's state, leaving the new state in the slot.
   // Returns one tensor per input (empty for kNone). Throws EngineError on a bad slot or token

@@ -8,5 +8,6 @@ namespace rwkvd::tools {
 void add_inspect_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace rwkvd::tools

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   rwkvd::tools::add_inspect_command(app);
   rwkvd::tools::add_tokenize_command(app);
   rwkvd::tools::add_eval_command(app);
+  rwkvd::tools::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

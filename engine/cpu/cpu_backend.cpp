@@ -3,6 +3,7 @@
 // product (every weight row is dequantized once per chunk); the token shift and the WKV
 // recurrence run per sequence, token by token.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -37,6 +38,7 @@ class CpuBackend final : public Backend {
         opt_(opt),
         pool_(opt.n_threads),
         slots_(opt.n_slots, std::vector<float>(hp_.state_floats(), 0.0f)) {
+    const auto t0 = std::chrono::steady_clock::now();
     if (opt_.max_chunk == 0) opt_.max_chunk = 1;
     emb_norm_w_ = cpu::to_f32(*model_->emb_norm_w);
     emb_norm_b_ = cpu::to_f32(*model_->emb_norm_b);
@@ -50,6 +52,7 @@ class CpuBackend final : public Backend {
                          cpu::to_f32(*L.r_k), cpu::to_f32(*L.ln_x_w), cpu::to_f32(*L.ln_x_b),
                          cpu::to_f32(*L.ffn_lerp_k)});
     }
+    load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
 
   const Rwkv7Hparams& hparams() const override { return hp_; }
@@ -57,6 +60,14 @@ class CpuBackend final : public Backend {
     return "cpu (" + std::to_string(pool_.size()) + " threads)";
   }
   uint32_t n_slots() const override { return static_cast<uint32_t>(slots_.size()); }
+  // The CPU reads weights straight from the mapping: usable as soon as constructed.
+  LoadStats load_stats() const override {
+    LoadStats s;
+    s.usable_ms = s.resident_ms = load_ms_;
+    s.weight_bytes = model_->file().file_size();
+    s.state_bytes = slots_.size() * hp_.state_floats() * sizeof(float);
+    return s;
+  }
 
   std::vector<Tensor> run(std::span<const SequenceInput> batch) override {
     validate_batch(hp_, n_slots(), batch);
@@ -364,6 +375,7 @@ class CpuBackend final : public Backend {
   std::vector<float> emb_norm_w_, emb_norm_b_, out_norm_w_, out_norm_b_;
   std::vector<LayerVectors> layers_;
   Scratch scratch_;
+  double load_ms_ = 0;
 };
 
 }  // namespace

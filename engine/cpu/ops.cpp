@@ -1,5 +1,6 @@
 #include "engine/cpu/ops.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/error.h"
@@ -32,12 +33,19 @@ float dot(const float* a, const float* b, int64_t n) {
 
 void matmul(ThreadPool& pool, const GgufTensor& w, const float* x, int64_t n_tok, float* y) {
   const int64_t in = w.ne[0], out = w.ne[1];
-  pool.parallel_for(static_cast<size_t>(out), [&](size_t begin, size_t end, unsigned) {
-    std::vector<float> row(static_cast<size_t>(in));
-    for (size_t o = begin; o < end; ++o) {
-      dequantize_row(w, static_cast<int64_t>(o), row.data());
+  // Blocks of kRows weight rows are dequantized together and applied to each token in turn,
+  // so each activation row is read once per block while it is hot in L1.
+  constexpr int64_t kRows = 16;
+  const size_t n_blocks = static_cast<size_t>((out + kRows - 1) / kRows);
+  pool.parallel_for(n_blocks, [&](size_t begin, size_t end, unsigned) {
+    std::vector<float> rows(static_cast<size_t>(kRows * in));
+    for (size_t blk = begin; blk < end; ++blk) {
+      const int64_t o0 = static_cast<int64_t>(blk) * kRows, n = std::min(kRows, out - o0);
+      for (int64_t r = 0; r < n; ++r) dequantize_row(w, o0 + r, &rows[r * in]);
       for (int64_t t = 0; t < n_tok; ++t) {
-        y[t * out + static_cast<int64_t>(o)] = dot(row.data(), x + t * in, in);
+        const float* xt = x + t * in;
+        float* yt = y + t * out + o0;
+        for (int64_t r = 0; r < n; ++r) yt[r] = dot(&rows[r * in], xt, in);
       }
     }
   });

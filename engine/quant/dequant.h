@@ -6,17 +6,16 @@
 #include <span>
 
 #include "engine/ggml_type.h"
+#include "engine/quant/half.h"  // fp16_to_fp32, fp32_to_fp16, bf16_to_fp32, fp32_to_bf16
 
 namespace rwkvd::engine {
 
 // Converts `n` elements (a whole number of blocks of `type`) starting at `src` to float32.
-// Throws EngineError if n is not a whole number of blocks.
+// `src` needs no alignment. Throws EngineError if n is negative or not a whole number of blocks.
 void dequantize(GgmlType type, const std::byte* src, float* dst, int64_t n);
 
-// float16 / bfloat16 <-> float32 conversions (round to nearest even).
-float fp16_to_fp32(uint16_t h);
-uint16_t fp32_to_fp16(float f);
-float bf16_to_fp32(uint16_t h);
-uint16_t fp32_to_bf16(float f);
+// The same, converting all of `dst`; throws EngineError unless `src` holds exactly the bytes of
+// dst.size() elements.
+void dequantize(GgmlType type, std::span<const std::byte> src, std::span<float> dst);
 
 }  // namespace rwkvd::engine

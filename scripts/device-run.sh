@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs ON the device machine from the repo root (see scripts/bench-device):
+#   bash .gl/device-run.sh "PRESETS" "TYPES" [REPEATS]
+set -uo pipefail
+presets=${1:-"0.1b"}
+types=${2:-"q4_k_m"}
+repeats=${3:-3}
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+export LD_LIBRARY_PATH=$PWD/.gl/lib
+res=/tmp/results
+mkdir -p $res /tmp/models /tmp/llama
+tar xJf .gl/llama-vulkan.tar.xz -C /tmp/llama
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > $res/gpu.csv 2>&1
+for p in $presets; do
+  for t in $types; do
+    m=/tmp/models/rwkv7-$p-$t.gguf
+    [[ -f $m ]] || .gl/rwkvd synth --preset "$p" --type "$t" --seed 1 --out "$m" 2>$res/synth-$p-$t.log
+    .gl/rwkvd bench --model "$m" --device gpu --repeats "$repeats" --text .gl/bench_email.txt \
+      --fields .gl/field_prompts.txt --out $res/rwkvd-$p-$t.json >$res/rwkvd-$p-$t.log 2>&1
+    python3 .gl/llama_bench_rwkv7.py --lib-dir /tmp/llama --model "$m" --text .gl/bench_email.txt \
+      --out $res/llama-$p-$t.json --require-dev Vulkan >$res/llama-$p-$t.log 2>&1
+    tail -3 $res/rwkvd-$p-$t.log
+  done
+done
+tar czf "$OUT/results.tar.gz" -C /tmp results

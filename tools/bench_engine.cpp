@@ -1,0 +1,221 @@
+#include "tools/bench_engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+#include <stdexcept>
+
+#include "engine/backend.h"
+#include "engine/tokenizer.h"
+#include "tools/device.h"
+
+namespace rwkvd::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("bench: cannot read " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<int32_t> pseudo_tokens(size_t n, uint32_t vocab, uint64_t seed) {
+  std::vector<int32_t> t(n);
+  for (auto& v : t) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    v = static_cast<int32_t>(1 + (seed >> 33) % (vocab - 1));
+  }
+  return t;
+}
+
+int32_t argmax(const float* p, int64_t n) {
+  return static_cast<int32_t>(std::max_element(p, p + n) - p);
+}
+
+// Greedy decoding of `steps` tokens for every slot in `slots`, starting from `first` tokens;
+// returns the generated ids per slot. One Backend::run per step for all slots together.
+std::vector<std::vector<int32_t>> greedy(engine::Backend& b, const std::vector<uint32_t>& slots,
+                                         std::vector<int32_t> next, int steps) {
+  std::vector<std::vector<int32_t>> out(slots.size());
+  std::vector<engine::SequenceInput> batch(slots.size());
+  for (int s = 0; s < steps; ++s) {
+    for (size_t i = 0; i < slots.size(); ++i) {
+      batch[i] = {slots[i], {&next[i], 1}, engine::OutputMode::kLastLogits};
+    }
+    const auto res = b.run(batch);
+    for (size_t i = 0; i < slots.size(); ++i) {
+      out[i].push_back(next[i]);
+      next[i] = argmax(res[i].data.data(), res[i].shape.back());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void run_engine_bench(const EngineBenchOptions& o, BenchReport& report) {
+  const int R = std::max(1, o.repeats);
+  const int gen_steps = o.quick ? 16 : 128;
+  const std::vector<size_t> prefill_sizes = o.quick ? std::vector<size_t>{64, 256}
+                                                    : std::vector<size_t>{512, 4096};
+  const std::vector<uint32_t> gen_batches{1, 8, 32};
+  const size_t n_docs = o.quick ? 64 : 1024, doc_len = 200, coalesce = 32;
+
+  engine::BackendOptions bo;
+  bo.n_slots = 64;
+  bo.max_chunk = 512;
+
+  // Load: a fresh backend per repeat; the page cache is warm after the first.
+  std::unique_ptr<engine::Backend> b;
+  for (int r = 0; r < R; ++r) {
+    b.reset();
+    const auto t0 = Clock::now();
+    b = open_backend(o.model, o.device, bo);
+    const engine::LoadStats ls = b->load_stats();
+    const int32_t tok = 1;
+    const engine::SequenceInput first{0, {&tok, 1}, engine::OutputMode::kLastLogits};
+    b->run({&first, 1});
+    report.add("load.first_token_ms", "ms", ms_since(t0));
+    report.add("load.usable_ms", "ms", ls.usable_ms);
+    report.add("load.resident_ms", "ms", ls.resident_ms);
+  }
+  const engine::Rwkv7Hparams hp = b->hparams();
+  const engine::LoadStats ls = b->load_stats();
+  report.set_context("device", b->device_name());
+  report.set_context("page_cache", "warm (not dropped)");
+  report.set_context("memory_bytes", {{"weights", ls.weight_bytes},
+                                      {"states", ls.state_bytes},
+                                      {"scratch", ls.scratch_bytes}});
+  report.set_context("model_shape", {{"n_layer", hp.n_layer}, {"n_embd", hp.n_embd},
+                                     {"n_vocab", hp.n_vocab}, {"n_ffn", hp.n_ffn}});
+
+  // Tokenize the document.
+  auto model = engine::Rwkv7Model::load(o.model);
+  auto tok = engine::WorldTokenizer::from_gguf(model->file());
+  const std::string doc = read_file(o.text_path);
+  std::vector<int32_t> doc_ids;
+  for (int r = 0; r < R; ++r) {
+    const int n = 200;
+    const auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) doc_ids = tok->encode(doc);
+    report.add("tokenize.email_us", "us", ms_since(t0) * 1000.0 / n);
+  }
+  for (auto& id : doc_ids) id = std::min<int32_t>(id, static_cast<int32_t>(hp.n_vocab) - 1);
+  report.set_context("doc_tokens", doc_ids.size());
+
+  for (size_t n : prefill_sizes) {
+    const auto toks = pseudo_tokens(n, hp.n_vocab, n);
+    for (int r = 0; r < R; ++r) {
+      b->reset_state(0);
+      const engine::SequenceInput in{0, toks, engine::OutputMode::kLastLogits};
+      const auto t0 = Clock::now();
+      b->run({&in, 1});
+      report.add("prefill." + std::to_string(n) + ".tok_s", "tok/s", n / (ms_since(t0) / 1000));
+    }
+  }
+
+  for (uint32_t bs : gen_batches) {
+    std::vector<uint32_t> slots(bs);
+    std::iota(slots.begin(), slots.end(), 0u);
+    for (int r = 0; r < R; ++r) {
+      for (uint32_t s : slots) b->reset_state(s);
+      const auto first = pseudo_tokens(bs, hp.n_vocab, 7 + r);
+      const auto t0 = Clock::now();
+      greedy(*b, slots, first, gen_steps);
+      report.add("gen.b" + std::to_string(bs) + ".tok_s", "tok/s",
+                 static_cast<double>(bs) * gen_steps / (ms_since(t0) / 1000));
+    }
+  }
+
+  // Document -> state in host memory (the engine part of the client's doc-state figure).
+  std::vector<float> state(hp.state_floats());
+  for (int r = 0; r < R; ++r) {
+    b->reset_state(0);
+    const engine::SequenceInput in{0, doc_ids, engine::OutputMode::kNone};
+    const auto t0 = Clock::now();
+    b->run({&in, 1});
+    b->read_state(0, state);
+    report.add("doc_state.engine_ms", "ms", ms_since(t0));
+  }
+  report.set_context("state_floats", state.size());
+
+  // Field analysis: six forks of the document state, each fed its prompt, 8 greedy tokens and
+  // an embedding of the final state, all six batched.
+  std::vector<std::vector<int32_t>> fields;
+  {
+    std::istringstream lines(read_file(o.fields_path));
+    for (std::string line; std::getline(lines, line);) {
+      if (line.empty()) continue;
+      auto ids = tok->encode(line);
+      for (auto& id : ids) id = std::min<int32_t>(id, static_cast<int32_t>(hp.n_vocab) - 1);
+      fields.push_back(std::move(ids));
+    }
+  }
+  if (fields.empty()) throw std::runtime_error("bench: no field prompts in " + o.fields_path);
+  for (int r = 0; r < R; ++r) {
+    const auto t0 = Clock::now();
+    std::vector<engine::SequenceInput> batch;
+    std::vector<uint32_t> slots;
+    for (uint32_t i = 0; i < fields.size(); ++i) {
+      b->copy_state(0, 1 + i);
+      slots.push_back(1 + i);
+      batch.push_back({1 + i, fields[i], engine::OutputMode::kLastLogits});
+    }
+    const auto res = b->run(batch);
+    std::vector<int32_t> next;
+    for (const auto& t : res) next.push_back(argmax(t.data.data(), t.shape.back()));
+    const auto gen = greedy(*b, slots, next, 7);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      batch[i].tokens = {&gen[i].back(), 1};  // the 8th token, fed for the final embedding
+      batch[i].output = engine::OutputMode::kLastEmbedding;
+    }
+    b->run(batch);
+    report.add("field_analysis.engine_ms", "ms", ms_since(t0));
+  }
+
+  // Embedding throughput at the engine: documents one per run vs coalesced 32 per run.
+  std::vector<std::vector<int32_t>> docs;
+  for (size_t d = 0; d < n_docs; ++d) docs.push_back(pseudo_tokens(doc_len, hp.n_vocab, 99 + d));
+  for (size_t group : {size_t{1}, coalesce}) {
+    for (int r = 0; r < R; ++r) {
+      const auto t0 = Clock::now();
+      for (size_t d = 0; d < n_docs; d += group) {
+        std::vector<engine::SequenceInput> batch;
+        for (size_t i = d; i < std::min(n_docs, d + group); ++i) {
+          const uint32_t slot = static_cast<uint32_t>(i - d);
+          b->reset_state(slot);
+          batch.push_back({slot, docs[i], engine::OutputMode::kLastEmbedding});
+        }
+        b->run(batch);
+      }
+      report.add(group == 1 ? "embed.engine_single.docs_s" : "embed.engine_coalesced.docs_s",
+                 "docs/s", n_docs / (ms_since(t0) / 1000));
+    }
+  }
+
+  // Quality hash: FNV-1a over 64 greedy tokens after the document; catches silent numeric
+  // changes between runs and commits.
+  b->reset_state(0);
+  const engine::SequenceInput in{0, doc_ids, engine::OutputMode::kLastLogits};
+  const auto res = b->run({&in, 1});
+  const auto gen = greedy(*b, {0}, {argmax(res[0].data.data(), res[0].shape.back())}, 64)[0];
+  uint64_t h = 1469598103934665603ull;
+  for (int32_t t : gen) {
+    for (int k = 0; k < 4; ++k) h = (h ^ ((static_cast<uint32_t>(t) >> (8 * k)) & 0xff)) * 1099511628211ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  report.set_context("quality_hash", hex);
+  report.set_context("quality_tokens", gen);
+}
+
+}  // namespace rwkvd::tools
