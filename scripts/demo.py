@@ -1,9 +1,69 @@
 #!/usr/bin/env python3
-"""The rwkvd demo: shows each part of the service that exists so far on a model."""
+"""The rwkvd demo: starts a worker on a model and uses the Python client for generate, embed and
+state (sessions), then prints the worker's stats. With no model it synthesises a random-weight
+one (`rwkvd synth`), or, while that command is not built, uses the synthetic-A fixture."""
 import argparse
+import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "clients" / "python"))
+
+import numpy as np  # noqa: E402
+
+import rwkvd  # noqa: E402
+
+
+def pick_model(binary: Path, model, tmp: Path):
+    """(path, random_weights, how) for the model to serve."""
+    if model is not None:
+        return Path(model), Path(model).name.startswith("synthetic"), "given"
+    listing = subprocess.run([str(binary), "--help"], capture_output=True, text=True).stdout
+    has_synth = any(line.split()[:1] == ["synth"] for line in listing.splitlines())
+    if has_synth:
+        out = tmp / "random.gguf"
+        r = subprocess.run([str(binary), "synth", "--out", str(out)], capture_output=True, text=True)
+        if r.returncode == 0 and out.exists():
+            return out, True, "synthesised by `rwkvd synth`"
+        print(f"demo: `rwkvd synth` failed ({r.stderr.strip()[-200:]}); using the fixture instead")
+    fixtures = Path(os.environ.get("RWKVD_FIXTURES") or ROOT.parent / "shared" / "fixtures")
+    fixture = fixtures / "rwkv7" / "synthetic-A.f32.gguf"
+    if not fixture.exists():
+        sys.exit(f"demo: no model given, no `rwkvd synth`, and no fixture at {fixture}")
+    return fixture, True, "`rwkvd synth` is not built yet: using the fixture synthetic-A.f32.gguf"
+
+
+def start_worker(binary: Path, model: Path, tmp: Path):
+    endpoint = f"ipc://{tmp}/rwkvd.sock"
+    log = open(tmp / "serve.log", "w+")
+    proc = subprocess.Popen([str(binary), "serve", "--model", str(model), "--endpoint", endpoint],
+                            stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 120
+    while True:
+        if proc.poll() is not None:
+            log.seek(0)
+            sys.exit("demo: the worker exited:\n" + log.read())
+        if (tmp / "rwkvd.sock").exists():
+            try:
+                with rwkvd.Client(endpoint, timeout=2) as c:
+                    c.hello()
+                return proc, endpoint, log
+            except rwkvd.RequestTimeout:
+                pass
+        if time.time() > deadline:
+            proc.kill()
+            sys.exit("demo: the worker did not come up")
+        time.sleep(0.05)
+
+
+def section(title: str) -> None:
+    print(f"\n== {title}")
 
 
 def main() -> int:
@@ -11,11 +71,88 @@ def main() -> int:
     ap.add_argument("--build", required=True)
     ap.add_argument("model", nargs="?")
     args = ap.parse_args()
-    rwkvd = Path(args.build) / "tools" / "rwkvd"
-    if args.model is None:
-        print("demo: no model given; synthesising a random-weight model is not implemented yet")
-        return 0
-    subprocess.run([str(rwkvd), "inspect", args.model], check=True)
+    binary = Path(args.build) / "tools" / "rwkvd"
+    tmp = Path(tempfile.mkdtemp(prefix="rwkvd-demo-"))
+    os.chmod(tmp, 0o700)
+    model, random_weights, how = pick_model(binary, args.model, tmp)
+    print(f"demo: model {model} ({how})")
+    if random_weights:
+        print("demo: RANDOM WEIGHTS: generated text is noise, but every path runs for real")
+    proc, endpoint, log = start_worker(binary, model, tmp)
+    try:
+        with rwkvd.Client(endpoint) as c:
+            c.hello()  # maps the shared-memory ring
+            info = c.info()
+            m = info["model"]
+            section("worker")
+            print(f"endpoint {endpoint}, device {info['device']}, "
+                  f"{m['n_layer']} layers, n_embd {m['n_embd']}, vocab {m['n_vocab']}, "
+                  f"shared memory {'mapped' if c.shm_mapped else 'not mapped'}")
+
+            section("generate (streamed, seed 42)" + (" [random weights]" if random_weights else ""))
+            prompt = "The quick brown fox"
+            print(prompt, end="", flush=True)
+            result = None
+            for chunk in c.generate(prompt, max_tokens=40, temperature=0.8, top_p=0.9, seed=42,
+                                    stream=True):
+                print(chunk.text, end="", flush=True)
+                result = chunk.result or result
+            print(f"\n[{result.completion_tokens} tokens, finish: {result.finish_reason}]")
+
+            section("embed")
+            texts = ["a cat sat on the mat", "a cat sat on a mat", "stock markets fell today"]
+            v = c.embed(texts)
+            unit = v / np.linalg.norm(v, axis=1, keepdims=True)
+            print(f"embeddings {v.shape} {v.dtype}, "
+                  f"{'viewing shared memory' if not v.flags.owndata else 'inline'}")
+            sims = unit @ unit.T
+            for i, t in enumerate(texts):
+                print(f"  {t!r:28} cos: " + " ".join(f"{s:+.3f}" for s in sims[i]))
+
+            section("state (sessions)")
+            with c.session() as s:
+                pos = s.feed("Alice has a red ball. Bob has a blue kite.")
+                st = s.state()
+                print(f"after {pos} tokens: state {st.shape} {st.dtype}, |state| = "
+                      f"{np.linalg.norm(st):.3f}, shares the ring: "
+                      f"{np.shares_memory(st, np.frombuffer(c._ring.mm, np.uint8)) if c.shm_mapped else False}")
+                fork = s.fork()
+                a = s.generate(" Alice", max_tokens=8, temperature=0)
+                b = fork.generate(" Alice", max_tokens=8, temperature=0)
+                print(f"session and its fork continue identically: {a.tokens == b.tokens}")
+                again = c.generate(" Alice", max_tokens=8, temperature=0, state=st.copy())
+                print(f"a stateless request with that state in agrees: {again.tokens == a.tokens}")
+                fork.close()
+                with rwkvd.Client(endpoint, use_shm=False) as inline:
+                    n = 50
+                    t0 = time.perf_counter()
+                    for _ in range(n):
+                        s.state()
+                    t_shm = (time.perf_counter() - t0) / n
+                    s_inline = rwkvd.Session(inline, s.id)
+                    t0 = time.perf_counter()
+                    for _ in range(n):
+                        s_inline.state()
+                    t_inline = (time.perf_counter() - t0) / n
+                print(f"state -> numpy: shared memory {t_shm * 1e6:.0f} us, inline {t_inline * 1e6:.0f} us")
+
+            section("stats")
+            stt = c.stats()
+            print(f"requests {stt['requests']}")
+            print(f"embed dispatches {stt['embed']['dispatches']}, generation steps "
+                  f"{stt['generate']['steps']} (mean batch {stt['generate']['batch_sequences']['mean']:.2f}), "
+                  f"prefix cache hit rate {stt['prefix_cache']['hit_rate']:.2f}")
+            lat = stt["latency_ms"]
+            for op in ("generate", "embed", "session_state"):
+                if op in lat:
+                    print(f"  {op:14} p50 {lat[op]['p50']:.2f} ms, p99 {lat[op]['p99']:.2f} ms")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=30)
+        section("shutdown")
+        print(f"worker exited with {rc}; socket removed: {not (tmp / 'rwkvd.sock').exists()}")
+        log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

@@ -51,7 +51,8 @@ void run_eval(const EvalOptions& o) {
 
   engine::OutputMode mode = engine::OutputMode::kNone;
   const bool all = o.positions == "all";
-  if (o.what == "logits") mode = all ? engine::OutputMode::kAllLogits : engine::OutputMode::kLastLogits;
+  if (o.what == "logits")
+    mode = all ? engine::OutputMode::kAllLogits : engine::OutputMode::kLastLogits;
   if (o.what == "embeddings") {
     mode = all ? engine::OutputMode::kAllEmbeddings : engine::OutputMode::kLastEmbedding;
   }

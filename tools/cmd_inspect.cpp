@@ -18,8 +18,8 @@ std::string shape_of(const engine::GgufTensor& t) {
 void run_inspect(const std::string& path) {
   auto f = engine::GgufFile::open(path);
   std::printf("file: %s\nGGUF v%u, %zu metadata keys, %zu tensors, alignment %u, data at %llu\n",
-              path.c_str(), f->version(), f->metadata().size(), f->tensors().size(),
-              f->alignment(), static_cast<unsigned long long>(f->data_offset()));
+              path.c_str(), f->version(), f->metadata().size(), f->tensors().size(), f->alignment(),
+              static_cast<unsigned long long>(f->data_offset()));
   std::printf("\nmetadata:\n");
   for (const auto& [key, value] : f->metadata()) {
     std::printf("  %-48s %-6s %s\n", std::string(key).c_str(),

@@ -11,7 +11,14 @@ int main(int argc, char** argv) {
   rwkvd::tools::add_inspect_command(app);
   rwkvd::tools::add_tokenize_command(app);
   rwkvd::tools::add_eval_command(app);
+  rwkvd::tools::add_serve_command(app);
+  rwkvd::tools::add_client_generate_command(app);
+  rwkvd::tools::add_client_embed_command(app);
+  rwkvd::tools::add_client_tokenize_command(app);
+  rwkvd::tools::add_client_state_command(app);
+  rwkvd::tools::add_client_stats_command(app);
   rwkvd::tools::add_bench_command(app);
+  rwkvd::tools::add_synth_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,293 @@
+#include "clients/cpp/client.h"
+
+#include <cstring>
+#include <mutex>
+#include <zmq.hpp>
+
+#include "protocol/codec.h"
+#include "protocol/endpoint.h"
+#include "protocol/shm_ring.h"
+
+namespace rwkvd::client {
+
+using protocol::Op;
+using protocol::Request;
+using protocol::Value;
+
+namespace {
+
+// Lease ids of dropped tensors, waiting to ride on the next request. Shared with the lease
+// handles so a tensor may outlive its Client (its release is then simply lost and the worker's
+// timeout reclaims the slot).
+struct PendingReleases {
+  std::mutex mu;
+  std::vector<uint64_t> ids;
+};
+
+struct LeaseHandle {
+  LeaseHandle(uint64_t l, std::shared_ptr<protocol::ShmReader> r, std::weak_ptr<PendingReleases> p)
+      : lease(l), reader(std::move(r)), pending(std::move(p)) {}
+  LeaseHandle(const LeaseHandle&) = delete;  // exactly one handle per lease: one release
+  LeaseHandle& operator=(const LeaseHandle&) = delete;
+  uint64_t lease;
+  std::shared_ptr<protocol::ShmReader> reader;  // keeps the mapping alive under the view
+  std::weak_ptr<PendingReleases> pending;
+  ~LeaseHandle() {
+    if (auto p = pending.lock()) {
+      std::lock_guard lock(p->mu);
+      p->ids.push_back(lease);
+    }
+  }
+};
+
+std::vector<int32_t> int_list(const Value* v) {
+  std::vector<int32_t> out;
+  if (v == nullptr) return out;
+  for (const auto& e : v->as_array("tokens")) out.push_back(static_cast<int32_t>(e.as_int()));
+  return out;
+}
+
+const Value& need(const Value& body, const char* key) {
+  const Value* v = body.find(key);
+  if (v == nullptr) {
+    throw protocol::ProtocolError(protocol::ErrorCode::kBadMessage,
+                                  std::string("reply has no '") + key + "'");
+  }
+  return *v;
+}
+
+}  // namespace
+
+struct Client::Impl {
+  zmq::context_t ctx{1};
+  zmq::socket_t sock{ctx, zmq::socket_type::dealer};
+  std::chrono::milliseconds timeout;
+  bool use_shm;
+  bool said_hello = false;
+  uint64_t next_id = 1;
+  std::shared_ptr<protocol::ShmReader> reader;
+  std::shared_ptr<PendingReleases> pending = std::make_shared<PendingReleases>();
+};
+
+Client::Client(std::string endpoint, std::chrono::milliseconds timeout, bool use_shm)
+    : impl_(std::make_unique<Impl>()),
+      endpoint_(endpoint.empty() ? protocol::default_endpoint() : std::move(endpoint)) {
+  impl_->timeout = timeout;
+  impl_->use_shm = use_shm;
+  impl_->sock.set(zmq::sockopt::linger, 200);
+  impl_->sock.connect(endpoint_);
+}
+
+Client::~Client() {
+  try {
+    flush_releases();
+  } catch (...) {
+    // The worker may be gone; its lease timeout reclaims what we held.
+  }
+}
+
+bool Client::shm_mapped() const {
+  return impl_->reader != nullptr;
+}
+
+protocol::Reply Client::call(Request& req,
+                             const std::function<void(const protocol::Reply&)>& on_more) {
+  req.id = impl_->next_id++;
+  req.shm = impl_->reader != nullptr;
+  {
+    std::lock_guard lock(impl_->pending->mu);
+    req.release.insert(req.release.end(), impl_->pending->ids.begin(), impl_->pending->ids.end());
+    impl_->pending->ids.clear();
+  }
+  const std::string bytes = protocol::encode_request(req);
+  impl_->sock.send(zmq::buffer(bytes), zmq::send_flags::none);
+  for (;;) {
+    zmq::pollitem_t item{impl_->sock.handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, impl_->timeout);
+    if (!(item.revents & ZMQ_POLLIN)) {
+      throw TimeoutError("no reply from " + endpoint_ + " within " +
+                         std::to_string(impl_->timeout.count()) + " ms");
+    }
+    zmq::message_t msg;
+    (void)impl_->sock.recv(msg, zmq::recv_flags::none);
+    protocol::Reply r = protocol::decode_reply(msg.to_string_view());
+    if (r.id != req.id && r.id != 0) continue;  // a late reply to an earlier, timed-out call
+    if (!r.ok) throw WorkerError(r.code, r.message);
+    if (r.more) {
+      if (on_more) on_more(r);
+      continue;
+    }
+    return r;
+  }
+}
+
+Tensor Client::to_tensor(const Value& v) {
+  const protocol::TensorDesc d = protocol::parse_tensor(v);
+  Tensor t;
+  t.shape = d.shape;
+  t.count_ = d.numel();
+  if (d.shm) {
+    if (!impl_->reader) throw std::runtime_error("worker sent a shm tensor to an unmapped client");
+    t.ptr_ = impl_->reader->resolve(*d.shm);
+    t.lease_ = std::make_shared<LeaseHandle>(d.shm->lease, impl_->reader, impl_->pending);
+  } else {
+    t.owned_.resize(t.count_);
+    std::memcpy(t.owned_.data(), d.data->data(), t.count_ * sizeof(float));
+    t.ptr_ = t.owned_.data();
+  }
+  return t;
+}
+
+Value Client::hello() {
+  Request req;
+  req.op = Op::kHello;
+  Value body = call(req).body;
+  if (!impl_->said_hello && impl_->use_shm) {
+    impl_->said_hello = true;
+    if (const Value* shm = body.find("shm"); shm != nullptr && !shm->is_nil()) {
+      try {
+        impl_->reader = protocol::ShmReader::open(need(*shm, "name").as_str());
+      } catch (const std::exception&) {
+        impl_->reader.reset();  // another host or user: tensors come inline
+      }
+    }
+  }
+  return body;
+}
+
+Value Client::info() {
+  Request req;
+  req.op = Op::kInfo;
+  return call(req).body;
+}
+
+Value Client::stats() {
+  Request req;
+  req.op = Op::kStats;
+  return need(call(req).body, "stats");
+}
+
+std::vector<int32_t> Client::tokenize(const std::string& text) {
+  Request req;
+  req.op = Op::kTokenize;
+  req.inputs.push_back(protocol::Input{text, {}});
+  return int_list(&need(call(req).body, "tokens"));
+}
+
+std::string Client::detokenize(const std::vector<int32_t>& tokens) {
+  Request req;
+  req.op = Op::kDetokenize;
+  req.inputs.push_back(protocol::Input{std::nullopt, tokens});
+  return need(call(req).body, "text").as_str();
+}
+
+GenerateResult Client::generate(const protocol::Input& prompt, const GenerateOptions& options,
+                                const std::function<void(const Chunk&)>& on_chunk,
+                                uint64_t session) {
+  if (!impl_->said_hello && impl_->use_shm) hello();
+  Request req;
+  req.op = Op::kGenerate;
+  req.inputs.push_back(prompt);
+  req.sampling = options.sampling;
+  req.return_state = options.return_state;
+  req.state = options.state;
+  req.session = session;
+  req.stream = static_cast<bool>(on_chunk);
+  auto more = [&](const protocol::Reply& r) {
+    Chunk c;
+    c.tokens = int_list(r.body.find("tokens"));
+    if (const Value* t = r.body.find("text")) c.text = t->as_str();
+    on_chunk(c);
+  };
+  const protocol::Reply r = call(req, more);
+  GenerateResult g;
+  g.tokens = int_list(r.body.find("tokens"));
+  if (const Value* t = r.body.find("text")) g.text = t->as_str();
+  g.finish_reason = need(r.body, "finish_reason").as_str();
+  g.prompt_tokens = need(r.body, "prompt_tokens").as_uint();
+  g.completion_tokens = need(r.body, "completion_tokens").as_uint();
+  g.seed = need(r.body, "seed").as_uint();
+  if (const Value* s = r.body.find("state")) g.state = to_tensor(*s);
+  return g;
+}
+
+Tensor Client::embed(const std::vector<protocol::Input>& inputs) {
+  if (!impl_->said_hello && impl_->use_shm) hello();
+  Request req;
+  req.op = Op::kEmbed;
+  req.inputs = inputs;
+  return to_tensor(need(call(req).body, "embeddings"));
+}
+
+uint64_t Client::session_open(std::optional<std::vector<float>> state) {
+  Request req;
+  req.op = Op::kSessionOpen;
+  req.state = std::move(state);
+  return need(call(req).body, "session").as_uint();
+}
+
+void Client::session_close(uint64_t session) {
+  Request req;
+  req.op = Op::kSessionClose;
+  req.session = session;
+  call(req);
+}
+
+uint64_t Client::session_fork(uint64_t session) {
+  Request req;
+  req.op = Op::kSessionFork;
+  req.session = session;
+  return need(call(req).body, "session").as_uint();
+}
+
+uint64_t Client::session_feed(uint64_t session, const protocol::Input& input) {
+  Request req;
+  req.op = Op::kSessionFeed;
+  req.session = session;
+  req.inputs.push_back(input);
+  return need(call(req).body, "position").as_uint();
+}
+
+Tensor Client::session_state(uint64_t session) {
+  if (!impl_->said_hello && impl_->use_shm) hello();
+  Request req;
+  req.op = Op::kSessionState;
+  req.session = session;
+  return to_tensor(need(call(req).body, "state"));
+}
+
+void Client::session_set_state(uint64_t session, std::span<const float> state) {
+  Request req;
+  req.op = Op::kSessionSetState;
+  req.session = session;
+  req.state = std::vector<float>(state.begin(), state.end());
+  call(req);
+}
+
+Tensor Client::session_embed(uint64_t session, const protocol::Input& input) {
+  if (!impl_->said_hello && impl_->use_shm) hello();
+  Request req;
+  req.op = Op::kEmbed;
+  req.session = session;
+  req.inputs.push_back(input);
+  return to_tensor(need(call(req).body, "embeddings"));
+}
+
+void Client::flush_releases() {
+  std::vector<uint64_t> ids;
+  {
+    std::lock_guard lock(impl_->pending->mu);
+    ids.swap(impl_->pending->ids);
+  }
+  if (ids.empty()) return;
+  Request req;
+  req.op = Op::kRelease;
+  req.leases = std::move(ids);
+  try {
+    call(req);
+  } catch (const WorkerError&) {
+    // Leases that already timed out: nothing left to release.
+  }
+}
+
+}  // namespace rwkvd::client

@@ -1,0 +1,125 @@
+#pragma once
+// The C++ client of rwkvd (PROTOCOL.md): a DEALER socket to the worker, one call at a time per
+// Client (not thread-safe; use one per thread). Result tensors come through the worker's
+// shared-memory ring when the client could map it: a Tensor then views the ring in place and
+// holds the lease, which is released (piggy-backed on the next request) when the last copy of
+// the Tensor is destroyed. Depends on protocol/ only.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "protocol/messages.h"
+
+namespace rwkvd::client {
+
+// The worker answered with an error.
+class WorkerError : public std::runtime_error {
+ public:
+  WorkerError(protocol::ErrorCode code, const std::string& message)
+      : std::runtime_error(std::string(protocol::error_name(code)) + ": " + message), code_(code) {}
+  protocol::ErrorCode code() const { return code_; }
+
+ private:
+  protocol::ErrorCode code_;
+};
+
+// No reply within the timeout (the worker is gone, stuck, or the request was dropped).
+class TimeoutError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A float32 result: owned (inline) or a view of the shared-memory ring (with its lease).
+class Tensor {
+ public:
+  std::vector<int64_t> shape;
+  std::span<const float> data() const { return {ptr_, count_}; }
+  bool in_shared_memory() const { return lease_ != nullptr; }
+  uint64_t numel() const { return count_; }
+
+ private:
+  friend class Client;
+  std::vector<float> owned_;
+  const float* ptr_ = nullptr;
+  size_t count_ = 0;
+  std::shared_ptr<void> lease_;  // releases the ring lease when the last copy goes
+};
+
+struct GenerateOptions {
+  protocol::Sampling sampling;
+  bool return_state = false;
+  std::optional<std::vector<float>> state;  // start from this state (stateless requests)
+};
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;
+  std::string text;
+  std::string finish_reason;  // "length", "stop" or "cancelled"
+  uint64_t prompt_tokens = 0;
+  uint64_t completion_tokens = 0;
+  uint64_t seed = 0;
+  std::optional<Tensor> state;
+};
+
+struct Chunk {
+  std::vector<int32_t> tokens;
+  std::string text;
+};
+
+class Client {
+ public:
+  // endpoint "" = protocol::default_endpoint(); use_shm=false forces inline tensors.
+  explicit Client(std::string endpoint = "",
+                  std::chrono::milliseconds timeout = std::chrono::seconds(60),
+                  bool use_shm = true);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const std::string& endpoint() const { return endpoint_; }
+  bool shm_mapped() const;
+
+  protocol::Value hello();
+  protocol::Value info();
+  protocol::Value stats();
+  std::vector<int32_t> tokenize(const std::string& text);
+  std::string detokenize(const std::vector<int32_t>& tokens);
+
+  // on_chunk (when set) streams pieces as they are generated; the result then holds only what
+  // the last message carried, plus the summary fields.
+  GenerateResult generate(const protocol::Input& prompt, const GenerateOptions& options = {},
+                          const std::function<void(const Chunk&)>& on_chunk = {},
+                          uint64_t session = 0);
+  // [n_inputs, n_embd], final norm applied, the last token of each input.
+  Tensor embed(const std::vector<protocol::Input>& inputs);
+
+  uint64_t session_open(std::optional<std::vector<float>> state = std::nullopt);
+  void session_close(uint64_t session);
+  uint64_t session_fork(uint64_t session);
+  uint64_t session_feed(uint64_t session, const protocol::Input& input);  // -> position
+  Tensor session_state(uint64_t session);  // [n_layer, head_size + 2, n_embd]
+  void session_set_state(uint64_t session, std::span<const float> state);
+  Tensor session_embed(uint64_t session, const protocol::Input& input);
+
+  // Sends the releases of dropped tensors now instead of with the next request.
+  void flush_releases();
+
+  // Low level: sends `req` (its id is assigned here) and returns the final reply; stream chunks
+  // go to on_more. Throws WorkerError for an error reply, TimeoutError.
+  protocol::Reply call(protocol::Request& req,
+                       const std::function<void(const protocol::Reply&)>& on_more = {});
+  Tensor to_tensor(const protocol::Value& v);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string endpoint_;
+};
+
+}  // namespace rwkvd::client

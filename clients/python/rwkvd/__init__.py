@@ -1,0 +1,16 @@
+"""Python client of the rwkvd worker (pure Python: pyzmq, numpy, msgpack).
+
+    from rwkvd import Client
+    with Client() as c:
+        print(c.generate("Hello", max_tokens=20).text)
+        v = c.embed(["one text", "another"])      # float32 [2, n_embd], viewing shared memory
+        with c.session() as s:
+            s.feed("Some context")
+            st = s.state()                        # [n_layer, head_size + 2, n_embd]
+"""
+from .client import Chunk, Client, GenerateResult, Session, default_endpoint
+from .errors import (ErrorCode, ProtocolViolation, RequestTimeout, RwkvdError, WorkerError)
+
+__all__ = ["Client", "Session", "Chunk", "GenerateResult", "default_endpoint", "ErrorCode",
+           "RwkvdError", "WorkerError", "RequestTimeout", "ProtocolViolation"]
+__version__ = "0.1.0"

@@ -1,0 +1,337 @@
+"""The rwkvd client: a ZeroMQ DEALER socket speaking protocol v1 (PROTOCOL.md).
+
+Result tensors (embeddings, states) are numpy float32 arrays. When the worker runs on this
+machine under this user, they view its shared-memory ring in place (read-only, no copy); the
+ring lease is released when the last array viewing it is garbage-collected (the release rides
+on the next request). Keep a `.copy()` of anything you hold for longer than the worker's lease
+timeout (2 minutes by default).
+
+A Client is not thread-safe: use one per thread (or per process; never share across fork()).
+"""
+from __future__ import annotations
+
+import collections
+import os
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+
+import msgpack
+import numpy as np
+import zmq
+
+from . import _shm
+from .errors import ProtocolViolation, RequestTimeout, WorkerError
+
+PROTOCOL_VERSION = 1
+Prompt = Union[str, Sequence[int]]
+
+
+def default_endpoint() -> str:
+    """$RWKVD_ENDPOINT, else the worker's default per-user ipc socket."""
+    env = os.environ.get("RWKVD_ENDPOINT")
+    if env:
+        return env
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg:
+        try:
+            st = os.stat(xdg)
+            if os.path.isdir(xdg) and st.st_uid == os.getuid():
+                return f"ipc://{xdg}/rwkvd.sock"
+        except OSError:
+            pass
+    return f"ipc:///tmp/rwkvd-{os.getuid()}/rwkvd.sock"
+
+
+@dataclass
+class GenerateResult:
+    """A finished generation. With stream=True, the last Chunk carries one of these."""
+
+    tokens: List[int]
+    text: str
+    finish_reason: str  # "length", "stop" or "cancelled"
+    prompt_tokens: int
+    completion_tokens: int
+    seed: int
+    state: Optional[np.ndarray] = None
+    session: Optional[int] = None
+
+
+@dataclass
+class Chunk:
+    """A piece of a streamed generation; `result` is set on the last one."""
+
+    tokens: List[int]
+    text: str
+    result: Optional[GenerateResult] = None
+
+
+def _prompt_fields(prompt: Prompt) -> Dict[str, Any]:
+    if isinstance(prompt, str):
+        return {"text": prompt}
+    if isinstance(prompt, (bytes, bytearray)):
+        return {"text": bytes(prompt).decode("utf-8", errors="surrogateescape")}
+    return {"tokens": [int(t) for t in prompt]}
+
+
+def _is_single(inputs: Any) -> bool:
+    if isinstance(inputs, str):
+        return True
+    seq = list(inputs)
+    return all(isinstance(t, (int, np.integer)) for t in seq) and len(seq) > 0
+
+
+def _state_bytes(state: np.ndarray) -> bytes:
+    return np.ascontiguousarray(state, dtype="<f4").tobytes()
+
+
+class Client:
+    """A connection to an rwkvd worker.
+
+    Args:
+        endpoint: "ipc://PATH" or "tcp://HOST:PORT"; default: default_endpoint().
+        timeout: seconds to wait for each reply message before RequestTimeout.
+        use_shm: map the worker's shared-memory ring when possible (else tensors come inline).
+    """
+
+    def __init__(self, endpoint: Optional[str] = None, timeout: float = 60.0,
+                 use_shm: bool = True) -> None:
+        self.endpoint = endpoint or default_endpoint()
+        self.timeout = timeout
+        self._use_shm = use_shm
+        self._ctx = zmq.Context()
+        self._sock = self._ctx.socket(zmq.DEALER)
+        self._sock.setsockopt(zmq.LINGER, 200)
+        self._sock.connect(self.endpoint)
+        self._next_id = 1
+        # Lease ids of garbage-collected arrays. Finalizers only append here (they may run at any
+        # moment, even inside a socket call); the next request carries them.
+        self._pending: "collections.deque[int]" = collections.deque()
+        self._ring: Optional[_shm.Ring] = None
+        self._hello: Optional[Dict[str, Any]] = None
+
+    # ---- plumbing ----
+
+    def _send(self, op: str, fields: Dict[str, Any]) -> int:
+        rid = self._next_id
+        self._next_id += 1
+        msg: Dict[str, Any] = {"v": PROTOCOL_VERSION, "id": rid, "op": op}
+        if self._ring is not None:
+            msg["shm"] = True
+        release = []
+        while self._pending:
+            release.append(self._pending.popleft())
+        if release:
+            msg["release"] = release
+        msg.update({k: v for k, v in fields.items() if v is not None})
+        self._sock.send(msgpack.packb(msg, use_bin_type=True))
+        return rid
+
+    def _recv(self, rid: int) -> Dict[str, Any]:
+        while True:
+            if not self._sock.poll(int(self.timeout * 1000)):
+                raise RequestTimeout(f"no reply from {self.endpoint} within {self.timeout} s")
+            reply = msgpack.unpackb(self._sock.recv(), raw=False, unicode_errors="replace",
+                                    strict_map_key=False)
+            if not isinstance(reply, dict) or "id" not in reply:
+                raise ProtocolViolation(f"malformed reply: {reply!r:.200}")
+            if reply["id"] not in (rid, 0):
+                continue  # a late reply to an earlier call that timed out or was abandoned
+            if not reply.get("ok"):
+                err = reply.get("error") or {}
+                raise WorkerError(err.get("code", 17), err.get("name", "internal"),
+                                  err.get("message", ""))
+            return reply
+
+    def call(self, op: str, **fields: Any) -> Dict[str, Any]:
+        """Low level: one request, its final reply map (stream chunks are skipped)."""
+        rid = self._send(op, fields)
+        while True:
+            reply = self._recv(rid)
+            if not reply.get("more"):
+                return reply
+
+    def _tensor(self, t: Dict[str, Any]) -> np.ndarray:
+        shape = tuple(t["shape"])
+        if "shm" in t:
+            ref = t["shm"]
+            if self._ring is None:
+                raise ProtocolViolation("worker sent a shared-memory tensor to an unmapped client")
+            self._ring.check(ref)
+            count = ref["bytes"] // 4
+            flat = np.frombuffer(self._ring.mm, dtype=np.float32, count=count, offset=ref["offset"])
+            # The lease lives as long as `flat`: every reshape/slice/view keeps it as its base.
+            weakref.finalize(flat, self._pending.append, ref["lease"])
+            return flat.reshape(shape)
+        return np.frombuffer(t["data"], dtype="<f4").astype(np.float32, copy=False).reshape(shape)
+
+    def _ensure_hello(self) -> None:
+        if self._hello is None:
+            self.hello()
+
+    # ---- ops ----
+
+    def hello(self) -> Dict[str, Any]:
+        """Protocol version, model shape, limits and the shared-memory ring's name."""
+        reply = self.call("hello")
+        if self._hello is None and self._use_shm:
+            shm = reply.get("shm") or {}
+            self._ring = _shm.open_ring(shm.get("name"))
+        self._hello = reply
+        return reply
+
+    @property
+    def shm_mapped(self) -> bool:
+        """True when tensors can come through shared memory."""
+        return self._ring is not None
+
+    def info(self) -> Dict[str, Any]:
+        """Model, device, memory, limits and options of the worker."""
+        return self.call("info")
+
+    def stats(self) -> Dict[str, Any]:
+        """Counters: requests, errors, batch-size histograms, latencies, cache and shm use."""
+        return self.call("stats")["stats"]
+
+    def tokenize(self, text: str) -> List[int]:
+        """Token ids of `text` with the worker's tokenizer."""
+        return list(self.call("tokenize", text=text)["tokens"])
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        """Text of `tokens` (invalid UTF-8 replaced)."""
+        return self.call("detokenize", tokens=[int(t) for t in tokens])["text"]
+
+    def generate(self, prompt: Prompt, *, max_tokens: int = 16, temperature: float = 1.0,
+                 top_p: float = 1.0, top_k: int = 0, presence_penalty: float = 0.0,
+                 frequency_penalty: float = 0.0, stop: Optional[Sequence[str]] = None,
+                 seed: Optional[int] = None, state: Optional[np.ndarray] = None,
+                 return_state: bool = False, stream: bool = False,
+                 session: Optional[int] = None) -> Union[GenerateResult, Iterator[Chunk]]:
+        """Generate from a prompt (text or token ids).
+
+        With stream=True returns an iterator of Chunks (the last one has `.result`); closing it
+        early cancels the generation. `state` starts from a state instead of zeros; with
+        return_state the result carries the final state (prompt and every generated token).
+        """
+        self._ensure_hello()
+        fields = dict(_prompt_fields(prompt), max_tokens=max_tokens, temperature=float(temperature),
+                      top_p=float(top_p), top_k=top_k, presence_penalty=float(presence_penalty),
+                      frequency_penalty=float(frequency_penalty),
+                      stop=list(stop) if stop else None, seed=seed,
+                      state=_state_bytes(state) if state is not None else None,
+                      return_state=return_state or None, stream=stream or None, session=session)
+        if not stream:
+            return self._result(self.call("generate", **fields))
+        return self._stream(fields)
+
+    def _result(self, r: Dict[str, Any]) -> GenerateResult:
+        return GenerateResult(tokens=list(r.get("tokens", [])), text=r.get("text", ""),
+                              finish_reason=r["finish_reason"], prompt_tokens=r["prompt_tokens"],
+                              completion_tokens=r["completion_tokens"], seed=r["seed"],
+                              state=self._tensor(r["state"]) if "state" in r else None,
+                              session=r.get("session"))
+
+    def _stream(self, fields: Dict[str, Any]) -> Iterator[Chunk]:
+        rid = self._send("generate", fields)
+        finished = False
+        try:
+            while True:
+                r = self._recv(rid)
+                if r.get("more"):
+                    yield Chunk(list(r.get("tokens", [])), r.get("text", ""))
+                    continue
+                finished = True
+                yield Chunk(list(r.get("tokens", [])), r.get("text", ""), self._result(r))
+                return
+        finally:
+            if not finished:
+                try:
+                    self._send("cancel", {"target": rid})
+                except zmq.ZMQError:
+                    pass
+
+    def embed(self, inputs: Union[Prompt, Sequence[Prompt]]) -> np.ndarray:
+        """Embeddings (final norm, last token): [n_embd] for one input, [n, n_embd] for many.
+
+        An input is a string or a list of token ids.
+        """
+        self._ensure_hello()
+        if _is_single(inputs):
+            return self._tensor(self.call("embed", **_prompt_fields(inputs))["embeddings"])[0]
+        items = [p if isinstance(p, str) else [int(t) for t in p] for p in inputs]
+        return self._tensor(self.call("embed", inputs=items)["embeddings"])
+
+    def session(self, state: Optional[np.ndarray] = None) -> "Session":
+        """A new session (its own recurrent state on the worker), from zeros or `state`."""
+        self._ensure_hello()
+        r = self.call("session_open", state=_state_bytes(state) if state is not None else None)
+        return Session(self, r["session"])
+
+    def release_now(self) -> None:
+        """Send the releases of collected arrays now instead of with the next request."""
+        if self._pending:
+            leases = []
+            while self._pending:
+                leases.append(self._pending.popleft())
+            try:
+                self.call("release", leases=leases)
+            except WorkerError:
+                pass  # already reclaimed by the lease timeout
+
+    def close(self) -> None:
+        """Release what can be released and close the socket."""
+        try:
+            self.release_now()
+        except (RequestTimeout, zmq.ZMQError):
+            pass
+        self._sock.close()
+        self._ctx.term()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Session:
+    """A recurrent state held by the worker; ops on it apply in the order they are sent."""
+
+    def __init__(self, client: Client, session_id: int) -> None:
+        self.client = client
+        self.id = session_id
+
+    def feed(self, prompt: Prompt) -> int:
+        """Advance the state over `prompt`; returns the session's position (tokens consumed)."""
+        return self.client.call("session_feed", session=self.id, **_prompt_fields(prompt))["position"]
+
+    def generate(self, prompt: Prompt, **kwargs: Any) -> Union[GenerateResult, Iterator[Chunk]]:
+        """Client.generate continuing this session's state (which then includes the output)."""
+        return self.client.generate(prompt, session=self.id, **kwargs)
+
+    def embed(self, prompt: Prompt) -> np.ndarray:
+        """Feed `prompt` and return the embedding of its last token, [n_embd]."""
+        return self.client._tensor(
+            self.client.call("embed", session=self.id, **_prompt_fields(prompt))["embeddings"])[0]
+
+    def state(self) -> np.ndarray:
+        """The state, [n_layer, head_size + 2, n_embd] float32 (docs/STATE_LAYOUT.md)."""
+        return self.client._tensor(self.client.call("session_state", session=self.id)["state"])
+
+    def set_state(self, state: np.ndarray) -> None:
+        """Replace the state (any shape with the right number of float32 values)."""
+        self.client.call("session_set_state", session=self.id, state=_state_bytes(state))
+
+    def fork(self) -> "Session":
+        """A new session starting from a copy of this one's state."""
+        return Session(self.client, self.client.call("session_fork", session=self.id)["session"])
+
+    def close(self) -> None:
+        """Free the session on the worker."""
+        self.client.call("session_close", session=self.id)
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

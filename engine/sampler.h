@@ -1,0 +1,39 @@
+#pragma once
+// Token sampling from logits: repetition penalties, temperature, top-k, top-p, then a draw from
+// a seeded generator of our own (xoshiro256**), so a seed gives the same tokens on every
+// platform and standard library. Temperature 0 is greedy (argmax, lowest id on ties).
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+namespace rwkvd::engine {
+
+struct SamplingParams {
+  float temperature = 1.0f;
+  float top_p = 1.0f;              // nucleus mass, (0, 1]
+  uint32_t top_k = 0;              // 0 = all tokens
+  float presence_penalty = 0.0f;   // subtracted once from every token already generated
+  float frequency_penalty = 0.0f;  // subtracted per occurrence
+  uint64_t seed = 0;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+  // Picks the next token from one row of logits (n_vocab floats) and records it for penalties.
+  int32_t sample(std::span<const float> logits);
+  // Records a token for the penalties without sampling (e.g. a forced token).
+  void accept(int32_t token) { counts_[token] += 1; }
+  uint64_t next_u64();
+  double next_unit();  // uniform in [0, 1)
+
+ private:
+  SamplingParams p_;
+  uint64_t s_[4];
+  std::unordered_map<int32_t, uint32_t> counts_;
+  std::vector<float> work_;
+  std::vector<int32_t> ids_;
+};
+
+}  // namespace rwkvd::engine

@@ -1,0 +1,300 @@
+#include "protocol/shm_ring.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/interprocess/mapped_region.hpp>
+#include <boost/interprocess/shared_memory_object.hpp>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+namespace bip = boost::interprocess;
+
+namespace rwkvd::protocol {
+namespace {
+
+uint64_t align_up(uint64_t n, uint64_t a) {
+  return (n + a - 1) / a * a;
+}
+
+// splitmix64's finaliser: a bijection, so distinct counters give distinct lease ids.
+uint64_t mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+std::string random_hex(size_t n_bytes) {
+  std::ifstream f("/dev/urandom", std::ios::binary);
+  std::string raw(n_bytes, '\0');
+  if (!f.read(raw.data(), static_cast<std::streamsize>(n_bytes))) {
+    throw std::runtime_error("cannot read /dev/urandom");
+  }
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : raw) {
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  }
+  return out;
+}
+
+struct ShmRing::Mapping {
+  bip::shared_memory_object shm;
+  bip::mapped_region region;
+};
+
+std::string ShmRing::user_prefix() {
+  return "rwkvd-" + std::to_string(::getuid()) + "-";
+}
+
+std::unique_ptr<ShmRing> ShmRing::create(const Options& options) {
+  if (options.n_slots == 0) throw std::runtime_error("shm ring: need at least one slot");
+  std::unique_ptr<ShmRing> ring(new ShmRing());
+  ring->opt_ = options;
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t table_end = sizeof(RingHeader) + uint64_t{options.n_slots} * sizeof(RingSlot);
+  const uint64_t data_offset = align_up(table_end, page);
+  const uint64_t total = align_up(std::max(options.bytes, data_offset + page), page);
+  ring->name_ = user_prefix() + std::to_string(::getpid()) + "-" + random_hex(16);
+  ring->map_ = std::make_unique<Mapping>();
+  bip::permissions perm(0600);
+  ring->map_->shm =
+      bip::shared_memory_object(bip::create_only, ring->name_.c_str(), bip::read_write, perm);
+  try {
+    // shm_open applies the umask; make sure the mode is exactly 0600.
+    ::fchmod(ring->map_->shm.get_mapping_handle().handle, 0600);
+    ring->map_->shm.truncate(static_cast<bip::offset_t>(total));
+    // Reserve the pages now: a tmpfs that runs out later would SIGBUS on a write instead.
+    const int rc = ::posix_fallocate(ring->map_->shm.get_mapping_handle().handle, 0,
+                                     static_cast<off_t>(total));
+    if (rc != 0) {
+      throw std::runtime_error("cannot reserve " + std::to_string(total) +
+                               " bytes of shared memory: " + std::strerror(rc));
+    }
+    ring->map_->region = bip::mapped_region(ring->map_->shm, bip::read_write);
+  } catch (...) {
+    bip::shared_memory_object::remove(ring->name_.c_str());
+    throw;
+  }
+  ring->base_ = static_cast<char*>(ring->map_->region.get_address());
+  std::memset(ring->base_, 0, data_offset);
+  auto* h = reinterpret_cast<RingHeader*>(ring->base_);
+  std::memcpy(h->magic, kRingMagic, sizeof(kRingMagic));
+  h->version = kRingVersion;
+  h->header_bytes = sizeof(RingHeader);
+  h->total_bytes = total;
+  h->data_offset = data_offset;
+  h->data_bytes = total - data_offset;
+  h->n_slots = options.n_slots;
+  h->slot_bytes = sizeof(RingSlot);
+  h->pid = static_cast<uint32_t>(::getpid());
+  ring->header_ = h;
+  ring->slots_ = reinterpret_cast<RingSlot*>(ring->base_ + sizeof(RingHeader));
+  for (uint32_t i = options.n_slots; i-- > 0;) ring->free_slots_.push_back(i);
+  const std::string key = random_hex(8);
+  ring->lease_key_ = std::stoull(key, nullptr, 16);
+  return ring;
+}
+
+ShmRing::~ShmRing() {
+  if (!name_.empty()) bip::shared_memory_object::remove(name_.c_str());
+}
+
+std::optional<uint64_t> ShmRing::find_space(uint64_t bytes) const {
+  const uint64_t size = header_->data_bytes;
+  if (bytes > size) return std::nullopt;
+  // Next-fit: from the cursor to the end, then from the start. Allocations are freed out of
+  // order, so walk the live ones by offset looking for a gap.
+  auto try_from = [&](uint64_t start, uint64_t stop) -> std::optional<uint64_t> {
+    uint64_t pos = start;
+    auto it = by_offset_.lower_bound(0);
+    for (; it != by_offset_.end(); ++it) {
+      const Live& l = live_.at(it->second);
+      const uint64_t end = l.offset + l.bytes;
+      if (end <= pos) continue;
+      if (l.offset >= pos + bytes) break;
+      pos = end;
+      if (pos + bytes > stop) return std::nullopt;
+    }
+    if (pos + bytes <= stop) return pos;
+    return std::nullopt;
+  };
+  if (auto p = try_from(cursor_, size)) return p;
+  return try_from(0, size);
+}
+
+std::optional<ShmRing::Allocation> ShmRing::allocate(uint64_t bytes, const std::string& owner,
+                                                     Clock::time_point now) {
+  if (free_slots_.empty()) return std::nullopt;
+  const uint64_t aligned = align_up(std::max<uint64_t>(bytes, 1), kRingAlign);
+  const auto pos = find_space(aligned);
+  if (!pos) return std::nullopt;
+  const uint32_t slot = free_slots_.back();
+  free_slots_.pop_back();
+  uint64_t lease = 0;
+  while (lease == 0) lease = mix(lease_key_ + ++lease_counter_);
+  Live l{slot, 1, *pos, aligned, owner, now + opt_.lease_timeout};
+  live_.emplace(lease, l);
+  by_offset_.emplace(*pos, lease);
+  cursor_ = *pos + aligned;
+  bytes_in_use_ += aligned;
+  RingSlot& s = slots_[slot];
+  s.generation += 1;
+  s.offset = header_->data_offset + *pos;
+  s.bytes = bytes;
+  s.lease = lease;
+  // Publish the entry after its fields (a reader that checks state sees a complete entry).
+  std::atomic_thread_fence(std::memory_order_release);
+  s.state = 1;
+  Allocation a;
+  a.ref = ShmRef{lease, slot, s.generation, s.offset, bytes};
+  a.data = reinterpret_cast<float*>(base_ + s.offset);
+  return a;
+}
+
+void ShmRing::free_live(std::map<uint64_t, Live>::iterator it) {
+  RingSlot& s = slots_[it->second.slot];
+  s.state = 0;
+  s.lease = 0;
+  free_slots_.push_back(it->second.slot);
+  by_offset_.erase(it->second.offset);
+  bytes_in_use_ -= it->second.bytes;
+  live_.erase(it);
+}
+
+bool ShmRing::release(uint64_t lease, const std::string& owner) {
+  auto it = live_.find(lease);
+  if (it == live_.end() || it->second.owner != owner) return false;
+  if (--it->second.refs == 0) free_live(it);
+  return true;
+}
+
+bool ShmRing::retain(uint64_t lease, const std::string& owner, Clock::time_point now) {
+  auto it = live_.find(lease);
+  if (it == live_.end() || it->second.owner != owner) return false;
+  it->second.refs += 1;
+  it->second.deadline = now + opt_.lease_timeout;
+  return true;
+}
+
+size_t ShmRing::expire(Clock::time_point now) {
+  size_t n = 0;
+  for (auto it = live_.begin(); it != live_.end();) {
+    auto next = std::next(it);
+    if (it->second.deadline <= now) {
+      free_live(it);
+      ++n;
+    }
+    it = next;
+  }
+  return n;
+}
+
+size_t ShmRing::release_owner(const std::string& owner) {
+  size_t n = 0;
+  for (auto it = live_.begin(); it != live_.end();) {
+    auto next = std::next(it);
+    if (it->second.owner == owner) {
+      free_live(it);
+      ++n;
+    }
+    it = next;
+  }
+  return n;
+}
+
+std::optional<ShmRing::Clock::time_point> ShmRing::next_expiry() const {
+  std::optional<Clock::time_point> t;
+  for (const auto& [lease, l] : live_) {
+    if (!t || l.deadline < *t) t = l.deadline;
+  }
+  return t;
+}
+
+size_t ShmRing::remove_stale() {
+  const std::string prefix = user_prefix();
+  size_t removed = 0;
+  DIR* d = ::opendir("/dev/shm");
+  if (d == nullptr) return 0;
+  while (dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    if (n.rfind(prefix, 0) != 0) continue;
+    const std::string rest = n.substr(prefix.size());
+    const auto dash = rest.find('-');
+    if (dash == std::string::npos) continue;
+    const long pid = std::strtol(rest.substr(0, dash).c_str(), nullptr, 10);
+    struct stat st {};
+    if (pid <= 0 || ::stat(("/dev/shm/" + n).c_str(), &st) != 0 || st.st_uid != ::getuid()) {
+      continue;
+    }
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      if (bip::shared_memory_object::remove(n.c_str())) ++removed;
+    }
+  }
+  ::closedir(d);
+  return removed;
+}
+
+// ---- reader ----
+
+struct ShmReader::Mapping {
+  bip::shared_memory_object shm;
+  bip::mapped_region region;
+};
+
+ShmReader::~ShmReader() = default;
+
+std::unique_ptr<ShmReader> ShmReader::open(const std::string& name) {
+  std::unique_ptr<ShmReader> r(new ShmReader());
+  r->map_ = std::make_unique<Mapping>();
+  try {
+    r->map_->shm = bip::shared_memory_object(bip::open_only, name.c_str(), bip::read_only);
+    r->map_->region = bip::mapped_region(r->map_->shm, bip::read_only);
+  } catch (const std::exception& e) {
+    throw ProtocolError(ErrorCode::kBadValue,
+                        "cannot map shared memory '" + name + "': " + e.what());
+  }
+  r->base_ = static_cast<const char*>(r->map_->region.get_address());
+  r->size_ = r->map_->region.get_size();
+  const auto& h = r->header();
+  if (r->size_ < sizeof(RingHeader) || std::memcmp(h.magic, kRingMagic, 8) != 0 ||
+      h.version != kRingVersion || h.total_bytes > r->size_ || h.slot_bytes != sizeof(RingSlot) ||
+      h.data_offset + h.data_bytes > r->size_ ||
+      sizeof(RingHeader) + uint64_t{h.n_slots} * sizeof(RingSlot) > h.data_offset) {
+    throw ProtocolError(ErrorCode::kBadValue, "'" + name + "' is not an rwkvd v1 ring");
+  }
+  return r;
+}
+
+bool ShmReader::current(const ShmRef& ref) const {
+  const auto& h = header();
+  if (ref.slot >= h.n_slots) return false;
+  const auto* slots = reinterpret_cast<const RingSlot*>(base_ + sizeof(RingHeader));
+  const RingSlot& s = slots[ref.slot];
+  return s.state == 1 && s.lease == ref.lease && s.generation == ref.generation &&
+         s.offset == ref.offset;
+}
+
+const float* ShmReader::resolve(const ShmRef& ref) const {
+  const auto& h = header();
+  if (ref.offset < h.data_offset || ref.offset + ref.bytes > h.data_offset + h.data_bytes ||
+      ref.offset % alignof(float) != 0) {
+    throw ProtocolError(ErrorCode::kBadValue, "shm reference outside the ring");
+  }
+  if (!current(ref)) {
+    throw ProtocolError(ErrorCode::kUnknownLease,
+                        "shm lease " + std::to_string(ref.lease) + " is no longer current");
+  }
+  return reinterpret_cast<const float*>(base_ + ref.offset);
+}
+
+}  // namespace rwkvd::protocol

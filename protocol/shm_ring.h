@@ -1,0 +1,152 @@
+#pragma once
+// The shared-memory ring through which the worker hands result tensors to local clients without
+// a copy through the socket (PROTOCOL.md, "Shared-memory ring"). One POSIX segment per worker,
+// mode 0600, named rwkvd-<uid>-<pid>-<32 random hex digits>. It starts with a 64-byte header and a
+// slot table; the data area follows, page aligned. The worker is the only writer: it allocates a
+// slot per result tensor, and the client that got the lease reads it in place (mapped read-only)
+// and releases it. A lease is reference-counted (retain/release); one a client forgets expires.
+// Every slot reuse bumps the slot's generation so a stale reference is detectable.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "protocol/messages.h"
+
+namespace rwkvd::protocol {
+
+inline constexpr char kRingMagic[8] = {'R', 'W', 'K', 'V', 'D', 'S', 'H', 'M'};
+inline constexpr uint32_t kRingVersion = 1;
+inline constexpr uint64_t kRingAlign = 64;  // every tensor starts on a cache line
+
+// Little-endian, at offset 0 of the segment.
+struct RingHeader {
+  char magic[8];          // "RWKVDSHM"
+  uint32_t version;       // kRingVersion
+  uint32_t header_bytes;  // sizeof(RingHeader)
+  uint64_t total_bytes;   // size of the segment
+  uint64_t data_offset;   // start of the data area (page aligned)
+  uint64_t data_bytes;    // size of the data area
+  uint32_t n_slots;       // entries in the slot table (at offset header_bytes)
+  uint32_t slot_bytes;    // sizeof(RingSlot)
+  uint32_t pid;           // the worker's pid
+  uint32_t reserved[3];
+};
+static_assert(sizeof(RingHeader) == 64);
+
+struct RingSlot {
+  uint64_t lease;       // 0 when free
+  uint32_t generation;  // bumped each time the slot is allocated
+  uint32_t state;       // 0 free, 1 leased
+  uint64_t offset;      // bytes from the start of the segment
+  uint64_t bytes;
+};
+static_assert(sizeof(RingSlot) == 32);
+
+class ShmRing {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Options {
+    uint64_t bytes = 64u << 20;  // whole segment
+    uint32_t n_slots = 256;
+    std::chrono::milliseconds lease_timeout{std::chrono::minutes(2)};
+  };
+  struct Allocation {
+    ShmRef ref;
+    float* data;
+  };
+
+  // Creates (and reserves the memory of) a fresh segment; throws std::runtime_error.
+  static std::unique_ptr<ShmRing> create(const Options& options);
+  ~ShmRing();  // unmaps and unlinks
+  ShmRing(const ShmRing&) = delete;
+  ShmRing& operator=(const ShmRing&) = delete;
+
+  const std::string& name() const { return name_; }
+  uint64_t total_bytes() const { return header_->total_bytes; }
+  uint64_t data_bytes() const { return header_->data_bytes; }
+  uint32_t n_slots() const { return header_->n_slots; }
+
+  // A lease of `bytes` for `owner` (the client's identity), with refcount 1; nullopt when no slot
+  // or no contiguous space is free now (the caller waits briefly or goes inline).
+  std::optional<Allocation> allocate(uint64_t bytes, const std::string& owner,
+                                     Clock::time_point now = Clock::now());
+  // Drop one reference; frees the slot at zero. False for an unknown lease or another owner.
+  bool release(uint64_t lease, const std::string& owner);
+  // Add one reference and renew the timeout. False for an unknown lease or another owner.
+  bool retain(uint64_t lease, const std::string& owner, Clock::time_point now = Clock::now());
+  // Frees leases past their timeout; returns how many.
+  size_t expire(Clock::time_point now = Clock::now());
+  // Frees every lease of an owner (a client known to be gone).
+  size_t release_owner(const std::string& owner);
+
+  uint64_t bytes_in_use() const { return bytes_in_use_; }
+  uint32_t leases_in_use() const { return static_cast<uint32_t>(live_.size()); }
+  std::optional<Clock::time_point> next_expiry() const;
+
+  // The name prefix of this user's segments: "rwkvd-<uid>-".
+  static std::string user_prefix();
+  // Unlinks segments of this user whose worker pid is dead; returns how many.
+  static size_t remove_stale();
+
+ private:
+  struct Live {
+    uint32_t slot;
+    uint32_t refs;
+    uint64_t offset;
+    uint64_t bytes;  // aligned size
+    std::string owner;
+    Clock::time_point deadline;
+  };
+  ShmRing() = default;
+  std::optional<uint64_t> find_space(uint64_t bytes) const;
+  void free_live(std::map<uint64_t, Live>::iterator it);
+
+  struct Mapping;
+  std::unique_ptr<Mapping> map_;
+  std::string name_;
+  RingHeader* header_ = nullptr;
+  RingSlot* slots_ = nullptr;
+  char* base_ = nullptr;
+  Options opt_;
+  std::map<uint64_t, Live> live_;           // lease -> allocation
+  std::map<uint64_t, uint64_t> by_offset_;  // offset -> lease, for finding free space
+  std::vector<uint32_t> free_slots_;
+  uint64_t cursor_ = 0;  // next-fit: where the last allocation ended (relative to data area)
+  uint64_t bytes_in_use_ = 0;
+  uint64_t lease_key_ = 0;  // random: lease ids are not guessable
+  uint64_t lease_counter_ = 0;
+};
+
+// The client side: maps a worker's segment read-only and resolves ShmRefs to memory.
+class ShmReader {
+ public:
+  // Throws ProtocolError(kBadValue) if the segment is missing or its header is not a ring.
+  static std::unique_ptr<ShmReader> open(const std::string& name);
+  ~ShmReader();
+  ShmReader(const ShmReader&) = delete;
+  ShmReader& operator=(const ShmReader&) = delete;
+
+  const RingHeader& header() const { return *reinterpret_cast<const RingHeader*>(base_); }
+  // The tensor's bytes, after checking bounds and that the slot still holds this lease and
+  // generation; throws ProtocolError(kUnknownLease) otherwise.
+  const float* resolve(const ShmRef& ref) const;
+  bool current(const ShmRef& ref) const;
+  const char* base() const { return base_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  ShmReader() = default;
+  struct Mapping;
+  std::unique_ptr<Mapping> map_;
+  const char* base_ = nullptr;
+  uint64_t size_ = 0;
+};
+
+// 16 random bytes from /dev/urandom as 32 hex digits (segment names, lease keys).
+std::string random_hex(size_t n_bytes = 16);
+
+}  // namespace rwkvd::protocol

@@ -1,0 +1,243 @@
+// Encode/decode round trips and every validation rule of protocol/messages.h.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "protocol/codec.h"
+#include "protocol/messages.h"
+
+namespace rwkvd::protocol {
+namespace {
+
+Value base(const char* op) {
+  return Value(Value::Map{{"v", Value(1)}, {"id", Value(7)}, {"op", Value(op)}});
+}
+
+ErrorCode code_of(const Value& msg, const Limits& lim = {}) {
+  try {
+    parse_request(msg, lim);
+  } catch (const RequestError& e) {
+    return e.code();
+  }
+  ADD_FAILURE() << "no error";
+  return ErrorCode::kInternal;
+}
+
+TEST(Codec, RoundTripsEveryKind) {
+  Value v(Value::Map{{"nil", Value()},
+                     {"b", Value(true)},
+                     {"neg", Value(-5)},
+                     {"pos", Value(uint64_t{1} << 40)},
+                     {"f", Value(0.25)},
+                     {"s", Value("héllo")},
+                     {"bin", Value(Value::Bin{std::string("\0\1\2", 3)})},
+                     {"arr", Value(Value::Array{Value(1), Value("x")})}});
+  const Value back = decode(encode(v));
+  EXPECT_TRUE(back.find("nil")->is_nil());
+  EXPECT_TRUE(back.find("b")->as_bool());
+  EXPECT_EQ(back.find("neg")->as_int(), -5);
+  EXPECT_EQ(back.find("pos")->as_uint(), uint64_t{1} << 40);
+  EXPECT_EQ(back.find("f")->as_double(), 0.25);
+  EXPECT_EQ(back.find("s")->as_str(), "héllo");
+  EXPECT_EQ(back.find("bin")->as_bin(), std::string("\0\1\2", 3));
+  EXPECT_EQ(back.find("arr")->as_array().size(), 2u);
+}
+
+TEST(Codec, RejectsGarbageTrailingBytesAndLimits) {
+  EXPECT_THROW(decode(std::string("\xc1", 1)), ProtocolError);  // never-used byte
+  EXPECT_THROW(decode(""), ProtocolError);
+  std::string two = encode(Value(1)) + encode(Value(2));
+  EXPECT_THROW(decode(two), ProtocolError);
+  // A declared array length over the cap is refused before allocation: 0xdd = array32.
+  std::string huge("\xdd\xff\xff\xff\xff", 5);
+  try {
+    decode(huge);
+    FAIL();
+  } catch (const ProtocolError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kTooLarge);
+  }
+  DecodeLimits small;
+  small.max_bytes = 4;
+  EXPECT_THROW(decode(encode(Value("hello world")), small), ProtocolError);
+  Value deep(1);
+  for (int i = 0; i < 20; ++i) deep = Value(Value::Array{deep});
+  EXPECT_THROW(decode(encode(deep)), ProtocolError);
+}
+
+TEST(Request, RoundTripGenerate) {
+  Request r;
+  r.id = 42;
+  r.op = Op::kGenerate;
+  r.shm = true;
+  r.release = {5, 6};
+  r.inputs.push_back(Input{std::nullopt, {1, 2, 3}});
+  r.sampling.temperature = 0.5f;
+  r.sampling.top_p = 0.9f;
+  r.sampling.top_k = 40;
+  r.sampling.max_tokens = 100;
+  r.sampling.stop = {"\n\n"};
+  r.sampling.seed = 99;
+  r.stream = true;
+  r.return_state = true;
+  r.state = std::vector<float>{1.f, 2.f};
+  const Request b = decode_request(encode_request(r));
+  EXPECT_EQ(b.id, 42u);
+  EXPECT_EQ(b.op, Op::kGenerate);
+  EXPECT_TRUE(b.shm);
+  EXPECT_EQ(b.release, (std::vector<uint64_t>{5, 6}));
+  ASSERT_EQ(b.inputs.size(), 1u);
+  EXPECT_EQ(b.inputs[0].tokens, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_FLOAT_EQ(b.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(b.sampling.top_p, 0.9f);
+  EXPECT_EQ(b.sampling.top_k, 40u);
+  EXPECT_EQ(b.sampling.max_tokens, 100u);
+  EXPECT_EQ(b.sampling.stop, std::vector<std::string>{"\n\n"});
+  EXPECT_EQ(b.sampling.seed, 99u);
+  EXPECT_TRUE(b.stream);
+  EXPECT_TRUE(b.return_state);
+  EXPECT_EQ(*b.state, (std::vector<float>{1.f, 2.f}));
+}
+
+TEST(Request, RoundTripEmbedManyAndSessionOps) {
+  Request r;
+  r.id = 1;
+  r.op = Op::kEmbed;
+  r.inputs.push_back(Input{"hello", {}});
+  r.inputs.push_back(Input{std::nullopt, {4, 5}});
+  const Request b = decode_request(encode_request(r));
+  ASSERT_EQ(b.inputs.size(), 2u);
+  EXPECT_EQ(*b.inputs[0].text, "hello");
+  EXPECT_EQ(b.inputs[1].tokens, (std::vector<int32_t>{4, 5}));
+  for (Op op : {Op::kSessionClose, Op::kSessionFork, Op::kSessionState}) {
+    Request s;
+    s.op = op;
+    s.session = 9;
+    EXPECT_EQ(decode_request(encode_request(s)).session, 9u);
+  }
+  Request rel;
+  rel.op = Op::kRelease;
+  rel.leases = {1, 2, 3};
+  EXPECT_EQ(decode_request(encode_request(rel)).leases, rel.leases);
+}
+
+TEST(Request, Defaults) {
+  Value m = base("generate");
+  m.set("text", Value("hi"));
+  const Request r = parse_request(m);
+  EXPECT_EQ(r.sampling.max_tokens, 16u);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 1.0f);
+  EXPECT_EQ(r.sampling.top_k, 0u);
+  EXPECT_FALSE(r.sampling.seed.has_value());
+  EXPECT_FALSE(r.stream);
+  EXPECT_FALSE(r.shm);
+}
+
+TEST(Request, EveryErrorCode) {
+  EXPECT_EQ(code_of(Value(3)), ErrorCode::kBadMessage);
+  Value nov(Value::Map{{"id", Value(1)}, {"op", Value("info")}});
+  EXPECT_EQ(code_of(nov), ErrorCode::kBadVersion);
+  Value v2 = base("info");
+  v2.set("v", Value(2));
+  EXPECT_EQ(code_of(v2), ErrorCode::kBadVersion);
+  EXPECT_EQ(code_of(base("frobnicate")), ErrorCode::kUnknownOp);
+  EXPECT_EQ(code_of(base("tokenize")), ErrorCode::kMissingField);
+  Value t = base("tokenize");
+  t.set("text", Value(5));
+  EXPECT_EQ(code_of(t), ErrorCode::kBadType);
+  Value g = base("generate");
+  g.set("text", Value("x"));
+  g.set("temperature", Value(std::nan("")));
+  EXPECT_EQ(code_of(g), ErrorCode::kBadValue);
+  g.set("temperature", Value(-1.0));
+  EXPECT_EQ(code_of(g), ErrorCode::kBadValue);
+  g.set("temperature", Value(1.0));
+  g.set("top_p", Value(0.0));
+  EXPECT_EQ(code_of(g), ErrorCode::kBadValue);
+  g.set("top_p", Value(1.0));
+  g.set("max_tokens", Value(1u << 30));
+  EXPECT_EQ(code_of(g), ErrorCode::kBadValue);
+  g.set("max_tokens", Value(4));
+  g.set("topp", Value(0.5));
+  EXPECT_EQ(code_of(g), ErrorCode::kUnknownField);
+  Value neg = base("detokenize");
+  neg.set("tokens", Value(Value::Array{Value(1), Value(-3)}));
+  EXPECT_EQ(code_of(neg), ErrorCode::kBadToken);
+  Limits lim;
+  lim.max_tokens = 4;
+  Value many = base("detokenize");
+  many.set("tokens", Value(Value::Array(5, Value(1))));
+  EXPECT_EQ(code_of(many, lim), ErrorCode::kTooLarge);
+  lim.max_batch = 2;
+  Value batch = base("embed");
+  batch.set("inputs", Value(Value::Array(3, Value("a"))));
+  EXPECT_EQ(code_of(batch, lim), ErrorCode::kTooLarge);
+  Value st = base("session_set_state");
+  st.set("session", Value(3));
+  st.set("state", Value(Value::Bin{"abc"}));
+  EXPECT_EQ(code_of(st), ErrorCode::kBadState);
+  Value both = base("generate");
+  both.set("text", Value("x"));
+  both.set("tokens", Value(Value::Array{Value(1)}));
+  EXPECT_EQ(code_of(both), ErrorCode::kBadValue);
+}
+
+TEST(Request, ErrorKeepsId) {
+  Value m = base("generate");  // no text
+  try {
+    parse_request(m);
+    FAIL();
+  } catch (const RequestError& e) {
+    EXPECT_EQ(e.id(), 7u);
+  }
+}
+
+TEST(Request, ValidateForModel) {
+  ModelShape shape{100, 10};
+  Request r;
+  r.inputs.push_back(Input{std::nullopt, {1, 99}});
+  EXPECT_NO_THROW(validate_for_model(r, shape));
+  r.inputs[0].tokens.push_back(100);
+  try {
+    validate_for_model(r, shape);
+    FAIL();
+  } catch (const ProtocolError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kBadToken);
+  }
+  r.inputs[0].tokens.pop_back();
+  r.state = std::vector<float>(9);
+  try {
+    validate_for_model(r, shape);
+    FAIL();
+  } catch (const ProtocolError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kBadState);
+  }
+}
+
+TEST(Reply, TensorsAndErrors) {
+  const float data[4] = {1, 2, 3, 4};
+  Value ok = ok_reply(3);
+  ok.set("t", tensor_inline({2, 2}, data, 4));
+  ok.set("s", tensor_shm({4}, ShmRef{11, 2, 5, 4096, 16}));
+  const Reply r = decode_reply(encode(ok));
+  EXPECT_TRUE(r.ok);
+  EXPECT_EQ(r.id, 3u);
+  const TensorDesc t = parse_tensor(*r.body.find("t"));
+  EXPECT_EQ(t.shape, (std::vector<int64_t>{2, 2}));
+  ASSERT_NE(t.data, nullptr);
+  EXPECT_EQ(std::memcmp(t.data->data(), data, 16), 0);
+  const TensorDesc s = parse_tensor(*r.body.find("s"));
+  ASSERT_TRUE(s.shm.has_value());
+  EXPECT_EQ(s.shm->lease, 11u);
+  EXPECT_EQ(s.shm->generation, 5u);
+  const Reply e = decode_reply(encode(error_reply(8, ErrorCode::kBusy, "full")));
+  EXPECT_FALSE(e.ok);
+  EXPECT_EQ(e.code, ErrorCode::kBusy);
+  EXPECT_EQ(e.message, "full");
+  EXPECT_STREQ(error_name(ErrorCode::kBadToken), "bad_token");
+}
+
+}  // namespace
+}  // namespace rwkvd::protocol

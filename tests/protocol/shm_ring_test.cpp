@@ -1,0 +1,129 @@
+// The shared-memory ring: header layout, leases, generations, refcounts, timeouts, full ring.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "protocol/shm_ring.h"
+
+namespace rwkvd::protocol {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::unique_ptr<ShmRing> small_ring(uint32_t slots = 8, uint64_t bytes = 1u << 20) {
+  ShmRing::Options o;
+  o.bytes = bytes;
+  o.n_slots = slots;
+  o.lease_timeout = 100ms;
+  return ShmRing::create(o);
+}
+
+TEST(ShmRing, HeaderLayoutAndMode) {
+  auto ring = small_ring();
+  const std::string path = "/dev/shm/" + ring->name();
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(ring->name().rfind(ShmRing::user_prefix(), 0), 0u);
+  EXPECT_GE(ring->name().size(), ShmRing::user_prefix().size() + 33);  // pid + 32 hex digits
+  auto reader = ShmReader::open(ring->name());
+  const RingHeader& h = reader->header();
+  EXPECT_EQ(std::memcmp(h.magic, "RWKVDSHM", 8), 0);
+  EXPECT_EQ(h.version, 1u);
+  EXPECT_EQ(h.header_bytes, 64u);
+  EXPECT_EQ(h.n_slots, 8u);
+  EXPECT_EQ(h.slot_bytes, 32u);
+  EXPECT_EQ(h.data_offset % 4096, 0u);
+  EXPECT_EQ(h.data_offset + h.data_bytes, h.total_bytes);
+  EXPECT_EQ(h.pid, static_cast<uint32_t>(::getpid()));
+}
+
+TEST(ShmRing, AllocateWriteReadRelease) {
+  auto ring = small_ring();
+  auto reader = ShmReader::open(ring->name());
+  auto a = ring->allocate(12, "alice");
+  ASSERT_TRUE(a);
+  a->data[0] = 1.5f;
+  a->data[2] = -2.f;
+  EXPECT_EQ(a->ref.offset % kRingAlign, 0u);
+  const float* p = reader->resolve(a->ref);
+  EXPECT_EQ(p[0], 1.5f);
+  EXPECT_EQ(p[2], -2.f);
+  EXPECT_FALSE(ring->release(a->ref.lease, "bob"));  // not the owner
+  EXPECT_TRUE(ring->release(a->ref.lease, "alice"));
+  EXPECT_FALSE(ring->release(a->ref.lease, "alice"));  // already gone
+  EXPECT_FALSE(reader->current(a->ref));
+  EXPECT_THROW(reader->resolve(a->ref), ProtocolError);
+  EXPECT_EQ(ring->bytes_in_use(), 0u);
+}
+
+TEST(ShmRing, GenerationBumpsOnReuseAndLeasesDiffer) {
+  auto ring = small_ring(1);
+  auto a = ring->allocate(64, "c");
+  ASSERT_TRUE(a);
+  EXPECT_FALSE(ring->allocate(64, "c"));  // the only slot is taken
+  ring->release(a->ref.lease, "c");
+  auto b = ring->allocate(64, "c");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->ref.slot, a->ref.slot);
+  EXPECT_EQ(b->ref.generation, a->ref.generation + 1);
+  EXPECT_NE(b->ref.lease, a->ref.lease);
+  auto reader = ShmReader::open(ring->name());
+  EXPECT_FALSE(reader->current(a->ref));
+  EXPECT_TRUE(reader->current(b->ref));
+}
+
+TEST(ShmRing, RefcountAndTimeout) {
+  auto ring = small_ring();
+  auto a = ring->allocate(100, "c");
+  ASSERT_TRUE(a);
+  EXPECT_TRUE(ring->retain(a->ref.lease, "c"));
+  EXPECT_TRUE(ring->release(a->ref.lease, "c"));
+  EXPECT_EQ(ring->leases_in_use(), 1u);  // one reference left
+  EXPECT_TRUE(ring->release(a->ref.lease, "c"));
+  EXPECT_EQ(ring->leases_in_use(), 0u);
+  auto b = ring->allocate(100, "c");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(ring->expire(ShmRing::Clock::now()), 0u);
+  EXPECT_EQ(ring->expire(ShmRing::Clock::now() + 1s), 1u);
+  EXPECT_EQ(ring->leases_in_use(), 0u);
+  ASSERT_TRUE(ring->allocate(100, "gone"));
+  EXPECT_EQ(ring->release_owner("gone"), 1u);
+}
+
+TEST(ShmRing, FullRingAndWrapAround) {
+  auto ring = small_ring(64, 64 * 1024);
+  const uint64_t cap = ring->data_bytes();
+  EXPECT_FALSE(ring->allocate(cap + 1, "c"));  // larger than the ring: the caller goes inline
+  std::vector<ShmRing::Allocation> all;
+  while (auto a = ring->allocate(cap / 4, "c")) all.push_back(*a);
+  EXPECT_EQ(all.size(), 4u);
+  EXPECT_FALSE(ring->allocate(64, "c"));
+  // Free the second: a new allocation lands in that gap (after wrapping from the end).
+  ring->release(all[1].ref.lease, "c");
+  auto n = ring->allocate(cap / 4, "c");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->ref.offset, all[1].ref.offset);
+}
+
+TEST(ShmRing, UnlinkedOnDestructionAndReaderRejectsForeign) {
+  std::string name;
+  {
+    auto ring = small_ring();
+    name = ring->name();
+    EXPECT_TRUE(std::filesystem::exists("/dev/shm/" + name));
+  }
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + name));
+  EXPECT_THROW(ShmReader::open(name), ProtocolError);
+}
+
+TEST(ShmRing, RemoveStaleKeepsLiveWorkers) {
+  auto ring = small_ring();
+  ShmRing::remove_stale();  // our own pid is alive: kept
+  EXPECT_TRUE(std::filesystem::exists("/dev/shm/" + ring->name()));
+}
+
+}  // namespace
+}  // namespace rwkvd::protocol

@@ -1,0 +1,64 @@
+"""A state comes to numpy through the shared-memory ring with no copy; timing vs inline."""
+from __future__ import annotations
+
+import gc
+import time
+
+import numpy as np
+
+
+def _chain(arr):
+    out = []
+    obj = arr
+    while obj is not None:
+        out.append(obj)
+        # ndarray -> .base; memoryview -> .obj (np.frombuffer keeps a memoryview of the mmap)
+        obj = obj.obj if isinstance(obj, memoryview) else getattr(obj, "base", None)
+    return out
+
+
+def test_state_is_a_view_of_the_segment(worker):
+    with worker.client() as c:
+        with c.session() as s:
+            s.feed("A prompt long enough to leave a non-trivial state behind. " * 4)
+            st = s.state()
+            assert st.shape == (3, 66, 256) and st.dtype == np.float32
+            ring = c._ring.mm
+            assert np.shares_memory(st, np.frombuffer(ring, dtype=np.uint8))
+            assert any(b is ring for b in _chain(st)), "base chain does not reach the mapping"
+            assert not st.flags.writeable  # mapped read-only: nobody scribbles on the ring
+            assert not st.flags.owndata
+            with worker.client(use_shm=False) as inline:
+                other = inline.call("session_state", session=s.id)
+                assert "data" in other["state"]  # really inline
+                np.testing.assert_array_equal(inline._tensor(other["state"]), st)
+
+
+def _time_states(client, session, n):
+    t0 = time.perf_counter()
+    for _ in range(n):
+        st = session.state()
+        float(st[0, 0, 0])  # touch it
+        del st
+    return (time.perf_counter() - t0) / n
+
+
+def test_state_timing_shm_vs_inline(worker, capsys):
+    n = 200
+    with worker.client() as shm_client, worker.client(use_shm=False) as inline_client:
+        with shm_client.session() as s:
+            s.feed("timing " * 50)
+            from rwkvd.client import Session
+            s_inline = Session(inline_client, s.id)
+            for _ in range(5):  # warm up both paths
+                _time_states(shm_client, s, 1)
+                _time_states(inline_client, s_inline, 1)
+            gc.collect()
+            t_shm = _time_states(shm_client, s, n)
+            t_inline = _time_states(inline_client, s_inline, n)
+            nbytes = 3 * 66 * 256 * 4
+            with capsys.disabled():
+                print(f"\nstate -> numpy ({nbytes / 1024:.0f} KiB, mean of {n}): "
+                      f"shm {t_shm * 1e6:.0f} us, inline {t_inline * 1e6:.0f} us "
+                      f"({t_inline / t_shm:.2f}x)")
+            assert shm_client.stats()["shm"]["events"].get("inline_fallbacks", 0) == 0

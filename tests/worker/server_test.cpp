@@ -1,0 +1,280 @@
+// A real worker on the tiny fixture model, checked against the backend run alone.
+#include <atomic>
+
+#include "engine/sampler.h"
+#include "tests/worker/worker_fixture.h"
+
+namespace rwkvd::test {
+namespace {
+
+using engine::OutputMode;
+using protocol::ErrorCode;
+using protocol::Input;
+
+const char* kTiny = "rwkv7/tiny-rwkv7-834K.f32.gguf";
+
+std::vector<int32_t> bytes_of(const std::string& s) {
+  return ByteCodec().encode(s);
+}
+
+TEST_F(WorkerTest, EmbedEqualsBackendAloneThroughShmAndInline) {
+  RWKVD_FIXTURE(model, kTiny);
+  start(model);
+  auto c = connect();
+  const auto a = bytes_of("hello world");
+  const auto b = bytes_of("the quick brown fox");
+  const client::Tensor t = c->embed({Input{std::nullopt, a}, Input{"the quick brown fox", {}}});
+  EXPECT_TRUE(c->shm_mapped());
+  EXPECT_TRUE(t.in_shared_memory());
+  ASSERT_EQ(t.shape, (std::vector<int64_t>{2, 64}));
+  expect_near(t.data().subspan(0, 64), ref_run(a, OutputMode::kLastEmbedding));
+  expect_near(t.data().subspan(64, 64), ref_run(b, OutputMode::kLastEmbedding));
+  auto inline_client = connect(false);
+  const client::Tensor u = inline_client->embed({Input{std::nullopt, a}});
+  EXPECT_FALSE(u.in_shared_memory());
+  expect_near(u.data(), t.data().subspan(0, 64), 0.0f);
+}
+
+TEST_F(WorkerTest, DroppedTensorsReleaseTheirLeasesExactlyOnce) {
+  RWKVD_FIXTURE(model, kTiny);
+  start(model);
+  auto c = connect();
+  {
+    const client::Tensor t = c->embed({Input{"a", {}}});
+    const client::Tensor copy = t;  // copies share one lease
+    const client::Tensor s = c->session_state(c->session_open());
+    EXPECT_EQ(c->stats().find("shm")->find("leases")->as_uint(), 2u);
+  }
+  c->flush_releases();
+  const protocol::Value stats = c->stats();
+  EXPECT_EQ(stats.find("shm")->find("leases")->as_uint(), 0u);
+  EXPECT_TRUE(stats.find("errors")->as_map().empty());
+}
+
+TEST_F(WorkerTest, SeededGenerationEqualsBackendPlusSampler) {
+  RWKVD_FIXTURE(model, kTiny);
+  start(model);
+  auto c = connect();
+  const auto prompt = bytes_of("In the beginning");
+  client::GenerateOptions o;
+  o.sampling.max_tokens = 12;
+  o.sampling.temperature = 0.8f;
+  o.sampling.top_p = 0.9f;
+  o.sampling.top_k = 50;
+  o.sampling.seed = 1234;
+  o.return_state = true;
+  const auto g = c->generate(Input{std::nullopt, prompt}, o);
+  ASSERT_EQ(g.tokens.size(), 12u);
+  EXPECT_EQ(g.finish_reason, "length");
+  EXPECT_EQ(g.seed, 1234u);
+  // The same loop by hand.
+  engine::SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_p = 0.9f;
+  p.top_k = 50;
+  p.seed = 1234;
+  engine::Sampler s(p);
+  std::vector<float> logits = ref_run(prompt, OutputMode::kLastLogits);
+  std::vector<int32_t> want;
+  for (int i = 0; i < 12; ++i) {
+    want.push_back(s.sample(logits));
+    auto st = ref_state();
+    logits = ref_run(std::span<const int32_t>(&want.back(), 1), OutputMode::kLastLogits, &st);
+  }
+  EXPECT_EQ(g.tokens, want);
+  EXPECT_EQ(g.text, ByteCodec().decode(want));
+  ASSERT_TRUE(g.state.has_value());
+  expect_near(g.state->data(), ref_state(), 1e-4f);  // includes every generated token
+  // Streaming gives the same tokens, in pieces.
+  std::vector<int32_t> streamed;
+  std::string text;
+  const auto g2 = c->generate(Input{std::nullopt, prompt}, o, [&](const client::Chunk& ch) {
+    streamed.insert(streamed.end(), ch.tokens.begin(), ch.tokens.end());
+    text += ch.text;
+  });
+  streamed.insert(streamed.end(), g2.tokens.begin(), g2.tokens.end());
+  text += g2.text;
+  EXPECT_EQ(streamed, want);
+  EXPECT_EQ(text, g.text);
+}
+
+TEST_F(WorkerTest, SessionsFeedStateForkAndSetState) {
+  RWKVD_FIXTURE(model, kTiny);
+  start(model);
+  auto c = connect();
+  const uint64_t s = c->session_open();
+  const auto part1 = bytes_of("Once upon");
+  const auto part2 = bytes_of(" a time");
+  EXPECT_EQ(c->session_feed(s, Input{std::nullopt, part1}), part1.size());
+  const uint64_t f = c->session_fork(s);
+  EXPECT_EQ(c->session_feed(s, Input{" a time", {}}), part1.size() + part2.size());
+  auto all = part1;
+  all.insert(all.end(), part2.begin(), part2.end());
+  ref_run(all, OutputMode::kNone);
+  const client::Tensor st = c->session_state(s);
+  EXPECT_EQ(st.shape, (std::vector<int64_t>{12, 66, 64}));
+  expect_near(st.data(), ref_state(), 1e-4f);
+  // The fork kept the state after part1.
+  ref_run(part1, OutputMode::kNone);
+  expect_near(c->session_state(f).data(), ref_state(), 1e-4f);
+  // set_state then embed continues from it.
+  const std::vector<float> saved(st.data().begin(), st.data().end());
+  c->session_set_state(f, saved);
+  const auto more = bytes_of("!");
+  const client::Tensor e = c->session_embed(f, Input{std::nullopt, more});
+  expect_near(e.data(), ref_run(more, OutputMode::kLastEmbedding, &saved), 1e-4f);
+  c->session_close(s);
+  c->session_close(f);
+  try {
+    c->session_state(s);
+    FAIL() << "closed session still answers";
+  } catch (const client::WorkerError& err) {
+    EXPECT_EQ(err.code(), ErrorCode::kUnknownSession);
+  }
+}
+
+TEST_F(WorkerTest, MoreSessionsThanSlotsAreEvictedAndRestored) {
+  RWKVD_FIXTURE(model, kTiny);
+  start(model);
+  auto c = connect();
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 12; ++i) {  // the worker's backend has 8 slots
+    ids.push_back(c->session_open());
+    c->session_feed(ids.back(), Input{"session " + std::to_string(i), {}});
+  }
+  for (int i = 0; i < 12; ++i) {
+    ref_run(bytes_of("session " + std::to_string(i)), OutputMode::kNone);
+    expect_near(c->session_state(ids[i]).data(), ref_state(), 1e-4f);
+  }
+}
+
+TEST_F(WorkerTest, ConcurrentEmbedsCoalesceIntoFewerDispatches) {
+  RWKVD_FIXTURE(model, kTiny);
+  worker::ServeOptions opt;
+  opt.batch_window_us = 200000;  // generous, so the test does not depend on timing
+  start(model, opt);
+  constexpr int kClients = 6;
+  std::vector<std::thread> threads;
+  std::vector<std::vector<float>> got(kClients);
+  std::atomic<int> ready{0};
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      auto c = connect();
+      c->hello();
+      ready++;
+      while (ready.load() < kClients) std::this_thread::yield();
+      const auto t = c->embed({Input{"text number " + std::to_string(i), {}}});
+      got[i].assign(t.data().begin(), t.data().end());
+    });
+  }
+  for (auto& t : threads) t.join();
+  const auto stats = connect()->stats();
+  const uint64_t dispatches = stats.find("embed")->find("dispatches")->as_uint();
+  EXPECT_LT(dispatches, static_cast<uint64_t>(kClients));
+  for (int i = 0; i < kClients; ++i) {
+    expect_near(got[i],
+                ref_run(bytes_of("text number " + std::to_string(i)), OutputMode::kLastEmbedding));
+  }
+}
+
+TEST_F(WorkerTest, PrefixCacheHitsGiveTheSameTokens) {
+  RWKVD_FIXTURE(model, kTiny);
+  start(model);
+  auto c = connect();
+  client::GenerateOptions o;
+  o.sampling.max_tokens = 8;
+  o.sampling.temperature = 0;
+  const Input prompt{"A long shared system prompt, then a question:", {}};
+  const auto first = c->generate(prompt, o);
+  const auto second = c->generate(prompt, o);
+  EXPECT_EQ(first.tokens, second.tokens);
+  const protocol::Value stats = c->stats();
+  const protocol::Value* pc = stats.find("prefix_cache");
+  EXPECT_EQ(pc->find("hits")->as_uint(), 1u);
+  EXPECT_EQ(pc->find("misses")->as_uint(), 1u);
+}
+
+TEST_F(WorkerTest, StopStringsAndStatefulRequests) {
+  RWKVD_FIXTURE(model, kTiny);
+  start(model);
+  auto c = connect();
+  client::GenerateOptions o;
+  o.sampling.max_tokens = 40;
+  o.sampling.temperature = 0;
+  const auto free_run = c->generate(Input{"The", {}}, o);
+  ASSERT_GE(free_run.text.size(), 6u);
+  o.sampling.stop = {free_run.text.substr(3, 2)};
+  const auto stopped = c->generate(Input{"The", {}}, o);
+  EXPECT_EQ(stopped.finish_reason, "stop");
+  EXPECT_EQ(stopped.text, free_run.text.substr(0, free_run.text.find(o.sampling.stop[0])));
+  // A state carried in: the same as a session that was fed the prefix.
+  ref_run(bytes_of("Prefix. "), OutputMode::kNone);
+  client::GenerateOptions with_state;
+  with_state.sampling.max_tokens = 5;
+  with_state.sampling.temperature = 0;
+  with_state.state = ref_state();
+  const auto a = c->generate(Input{"Then", {}}, with_state);
+  const uint64_t s = c->session_open();
+  c->session_feed(s, Input{"Prefix. ", {}});
+  client::GenerateOptions in_session;
+  in_session.sampling = with_state.sampling;
+  const auto b = c->generate(Input{"Then", {}}, in_session, {}, s);
+  EXPECT_EQ(a.tokens, b.tokens);
+}
+
+TEST_F(WorkerTest, BadRequestsGetErrorsAndTheWorkerKeepsServing) {
+  RWKVD_FIXTURE(model, kTiny);
+  start(model);
+  auto c = connect();
+  auto code_of = [&](auto&& fn) {
+    try {
+      fn();
+    } catch (const client::WorkerError& e) {
+      return e.code();
+    }
+    return ErrorCode::kInternal;
+  };
+  EXPECT_EQ(code_of([&] { c->embed({Input{std::nullopt, {1, 256}}}); }), ErrorCode::kBadToken);
+  EXPECT_EQ(code_of([&] { c->session_state(12345); }), ErrorCode::kUnknownSession);
+  EXPECT_EQ(code_of([&] { c->session_set_state(c->session_open(), std::vector<float>(3)); }),
+            ErrorCode::kBadState);
+  client::GenerateOptions o;
+  o.sampling.top_k = 100000;
+  EXPECT_EQ(code_of([&] { c->generate(Input{"x", {}}, o); }), ErrorCode::kBadValue);
+  protocol::Request rel;
+  rel.op = protocol::Op::kRelease;
+  rel.leases = {42};
+  EXPECT_EQ(code_of([&] { c->call(rel); }), ErrorCode::kUnknownLease);
+  EXPECT_EQ(c->tokenize("ok"), (std::vector<int32_t>{'o', 'k'}));
+}
+
+TEST_F(WorkerTest, StopFailsInFlightAndUnlinksSocketAndRing) {
+  RWKVD_FIXTURE(model, kTiny);
+  start(model);
+  auto c = connect();
+  const auto hello = c->hello();
+  const std::string shm = hello.find("shm")->find("name")->as_str();
+  EXPECT_TRUE(std::filesystem::exists("/dev/shm/" + shm));
+  std::atomic<bool> failed_cleanly{false};
+  std::thread gen([&] {
+    auto g = connect();
+    client::GenerateOptions o;
+    o.sampling.max_tokens = 16000;
+    try {
+      g->generate(Input{"x", {}}, o);
+    } catch (const client::WorkerError& e) {
+      failed_cleanly = e.code() == ErrorCode::kShuttingDown;
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  server_->request_stop();
+  thread_.join();
+  gen.join();
+  server_.reset();
+  EXPECT_TRUE(failed_cleanly.load());
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + shm));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "w.sock"));
+}
+
+}  // namespace
+}  // namespace rwkvd::test

@@ -1,0 +1,97 @@
+#pragma once
+// A real worker (Server + CPU backend) in-process on a private ipc endpoint, and a second,
+// independent backend on the same model to compute what the answers must be.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "clients/cpp/client.h"
+#include "engine/backend.h"
+#include "protocol/shm_ring.h"
+#include "tests/support/fixtures.h"
+#include "worker/server.h"
+
+namespace rwkvd::test {
+
+// Token i is byte i: exactly the tiny model's vocabulary.
+class ByteCodec : public worker::TextCodec {
+ public:
+  std::vector<int32_t> encode(std::string_view text) const override {
+    std::vector<int32_t> out;
+    for (unsigned char c : text) out.push_back(c);
+    return out;
+  }
+  std::string decode(std::span<const int32_t> ids) const override {
+    std::string s;
+    for (int32_t id : ids) s += static_cast<char>(id);
+    return s;
+  }
+};
+
+class WorkerTest : public ::testing::Test {
+ protected:
+  void start(const std::filesystem::path& model, worker::ServeOptions opt = {}) {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("rwkvd-test-" + std::to_string(::getpid()) + "-" + protocol::random_hex(4));
+    std::filesystem::create_directories(dir_);
+    std::filesystem::permissions(dir_, std::filesystem::perms::owner_all);
+    opt.endpoint = "ipc://" + (dir_ / "w.sock").string();
+    endpoint_ = opt.endpoint;
+    engine::BackendOptions bo;
+    bo.n_slots = 8;
+    bo.n_threads = 2;
+    server_ = std::make_unique<worker::Server>(
+        engine::make_cpu_backend(engine::Rwkv7Model::load(model.string()), bo),
+        std::make_shared<ByteCodec>(), opt, worker::ModelInfo{"test", model.string(), 0});
+    server_->bind();
+    thread_ = std::thread([this] { server_->run(); });
+    engine::BackendOptions ro;
+    ro.n_slots = 2;
+    ro.n_threads = 1;
+    ref_ = engine::make_cpu_backend(engine::Rwkv7Model::load(model.string()), ro);
+  }
+  void TearDown() override {
+    if (server_) {
+      server_->request_stop();
+      if (thread_.joinable()) thread_.join();
+      server_.reset();
+    }
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  std::unique_ptr<client::Client> connect(bool shm = true) {
+    return std::make_unique<client::Client>(endpoint_, std::chrono::seconds(30), shm);
+  }
+  // The reference: one sequence alone on a fresh slot.
+  std::vector<float> ref_run(std::span<const int32_t> toks, engine::OutputMode mode,
+                             const std::vector<float>* state = nullptr) {
+    if (state) {
+      ref_->write_state(0, *state);
+    } else {
+      ref_->reset_state(0);
+    }
+    const engine::SequenceInput in{0, toks, mode};
+    return ref_->run({&in, 1})[0].data;
+  }
+  std::vector<float> ref_state() {
+    std::vector<float> s(ref_->hparams().state_floats());
+    ref_->read_state(0, s);
+    return s;
+  }
+
+  std::filesystem::path dir_;
+  std::string endpoint_;
+  std::unique_ptr<worker::Server> server_;
+  std::thread thread_;
+  std::unique_ptr<engine::Backend> ref_;
+};
+
+inline void expect_near(std::span<const float> a, std::span<const float> b, float tol = 2e-5f) {
+  ASSERT_EQ(a.size(), b.size());
+  float worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  EXPECT_LE(worst, tol);
+}
+
+}  // namespace rwkvd::test

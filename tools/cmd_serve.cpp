@@ -1,0 +1,140 @@
+// `rwkvd serve --model FILE.gguf`: the worker. Loads the model (progress on stderr), then serves
+// the protocol of protocol/PROTOCOL.md on a ZeroMQ ROUTER socket until SIGINT/SIGTERM.
+#include <signal.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "engine/gguf.h"
+#include "tools/commands.h"
+#include "tools/device.h"
+#include "worker/server.h"
+#include "worker/world_codec.h"
+
+namespace rwkvd::tools {
+namespace {
+
+struct ServeArgs {
+  std::string model;
+  std::string device = "cpu";
+  std::string log_level = "info";
+  uint32_t slots = 32;
+  uint32_t threads = 0;
+  uint64_t prefix_cache_mb = 64;
+  uint64_t shm_mb = 256;
+  worker::ServeOptions opt;
+};
+
+std::atomic<worker::Server*> g_server{nullptr};
+
+extern "C" void on_signal(int) {
+  if (auto* s = g_server.load()) s->request_stop();  // an atomic store: signal-safe
+}
+
+// Loading can take a while on big models; say so once a second on stderr.
+template <typename F>
+auto with_progress(const std::string& what, F&& fn) {
+  std::atomic<bool> done{false};
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread ticker([&] {
+    int n = 0;
+    while (!done.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      if (++n % 10 == 0 && !done.load())
+        std::fprintf(stderr, "rwkvd: %s... %d s\n", what.c_str(), n / 10);
+    }
+  });
+  try {
+    auto r = fn();
+    done = true;
+    ticker.join();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "rwkvd: %s: done in %.2f s\n", what.c_str(), s);
+    return r;
+  } catch (...) {
+    done = true;
+    ticker.join();
+    throw;
+  }
+}
+
+void run_serve(ServeArgs& a) {
+  auto logger = spdlog::stderr_color_mt("rwkvd");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(spdlog::level::from_str(a.log_level));
+  a.opt.prefix_cache_bytes = a.prefix_cache_mb << 20;
+  a.opt.shm_bytes = a.shm_mb << 20;
+  const uint64_t file_bytes = std::filesystem::file_size(a.model);
+  std::fprintf(stderr, "rwkvd: loading %s (%.1f MiB) on %s\n", a.model.c_str(),
+               static_cast<double>(file_bytes) / (1 << 20), a.device.c_str());
+  engine::BackendOptions bo;
+  bo.n_slots = a.slots;
+  bo.n_threads = a.threads;
+  auto backend =
+      with_progress("loading the model", [&] { return open_backend(a.model, a.device, bo); });
+  auto gguf = engine::GgufFile::open(a.model);
+  auto codec = worker::make_world_codec(*gguf);
+  worker::Server server(
+      std::move(backend), codec, a.opt,
+      worker::ModelInfo{std::filesystem::path(a.model).stem().string(), a.model, file_bytes});
+  server.bind();
+  g_server = &server;
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+  std::fprintf(stderr, "rwkvd: ready on %s\n", server.endpoint().c_str());
+  server.run();
+  g_server = nullptr;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto a = std::make_shared<ServeArgs>();
+  auto* cmd = app.add_subcommand("serve", "Serve a model to local clients over ZeroMQ");
+  cmd->add_option("--model", a->model, "GGUF model file")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--endpoint", a->opt.endpoint,
+                  "ipc://PATH or tcp://127.0.0.1:PORT (default: per-user ipc socket)");
+  cmd->add_flag("--allow-remote", a->opt.allow_remote,
+                "allow tcp on a non-loopback address (no authentication!)");
+  cmd->add_option("--device", a->device, "cpu or gpu")->check(CLI::IsMember({"cpu", "gpu"}));
+  cmd->add_option("--log-level", a->log_level, "trace, debug, info, warn, error, off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+  cmd->add_option("--batch-window-us", a->opt.batch_window_us,
+                  "embed coalescing window in microseconds")
+      ->capture_default_str();
+  cmd->add_option("--embed-token-budget", a->opt.embed_token_budget,
+                  "dispatch queued embeds once this many tokens wait")
+      ->capture_default_str();
+  cmd->add_option("--prefill-chunk", a->opt.prefill_chunk,
+                  "prompt tokens per sequence per generation step")
+      ->capture_default_str();
+  cmd->add_option("--slots", a->slots, "backend state slots")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "cpu threads (0 = all cores)");
+  cmd->add_option("--prefix-cache-mb", a->prefix_cache_mb, "prefix state cache budget (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--shm-mb", a->shm_mb, "shared-memory ring size (0 = inline only)")
+      ->capture_default_str();
+  cmd->add_option("--lease-timeout-s", a->opt.lease_timeout_s,
+                  "reclaim unreleased ring leases after this long")
+      ->capture_default_str();
+  cmd->add_option("--session-idle-s", a->opt.session_idle_s, "close sessions unused for this long")
+      ->capture_default_str();
+  cmd->add_option("--max-tokens", a->opt.limits.max_tokens, "tokens per request")
+      ->capture_default_str();
+  cmd->add_option("--max-batch", a->opt.limits.max_batch, "inputs per embed request")
+      ->capture_default_str();
+  cmd->add_option("--max-message-bytes", a->opt.limits.max_message_bytes, "bytes per request")
+      ->capture_default_str();
+  cmd->callback([a] { run_serve(*a); });
+}
+
+}  // namespace rwkvd::tools

@@ -1,0 +1,36 @@
+#pragma once
+// What travels between the server thread and the engine thread.
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "protocol/messages.h"
+
+namespace rwkvd::worker {
+
+using Clock = std::chrono::steady_clock;
+
+// A decoded, validated request whose text inputs are already tokenized.
+struct Job {
+  std::string client;  // ROUTER identity of the sender
+  protocol::Request req;
+  Clock::time_point received;
+};
+
+// A reply on its way out. Tensors travel separately so the server can place them in the ring
+// or inline; `body` is the reply map without them.
+struct Outgoing {
+  std::string client;
+  uint64_t id = 0;
+  protocol::Op op = protocol::Op::kInfo;
+  protocol::Value body;
+  std::vector<std::pair<std::string, engine::Tensor>> tensors;
+  bool shm_ok = false;
+  bool final = true;  // false for stream chunks (latency is counted on the final one)
+  Clock::time_point received;
+};
+
+}  // namespace rwkvd::worker

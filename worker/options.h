@@ -1,0 +1,28 @@
+#pragma once
+// Everything `rwkvd serve` can be told, with the defaults it uses.
+#include <cstdint>
+#include <string>
+
+#include "protocol/messages.h"
+
+namespace rwkvd::worker {
+
+struct ServeOptions {
+  std::string endpoint;                     // empty: default_endpoint()
+  bool allow_remote = false;                // tcp on a non-loopback address
+  uint32_t batch_window_us = 2000;          // embed coalescing: wait this long for company
+  uint32_t embed_token_budget = 16384;      // ... or until this many tokens are queued
+  uint32_t prefill_chunk = 128;             // prompt tokens per sequence per generation step
+  uint32_t step_token_budget = 1024;        // prompt tokens per generation step, all sequences
+  uint32_t max_queue = 4096;                // queued requests before replying busy
+  uint32_t session_idle_s = 900;            // sessions unused this long are closed
+  uint64_t prefix_cache_bytes = 64u << 20;  // 0 disables the prefix cache
+  uint32_t prefix_min_tokens = 4;           // shorter prompts are not cached
+  uint64_t shm_bytes = 256u << 20;          // 0 disables the shared-memory ring
+  uint32_t shm_slots = 1024;
+  uint32_t shm_wait_ms = 20;       // a full ring waits this long, then goes inline
+  uint32_t lease_timeout_s = 120;  // leases not released by then are reclaimed
+  protocol::Limits limits;
+};
+
+}  // namespace rwkvd::worker

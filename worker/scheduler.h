@@ -1,0 +1,95 @@
+#pragma once
+// The engine thread: the only code that touches the Backend. It takes validated jobs from the
+// server thread and turns them into as few Backend::run calls as it can:
+//  - embed: requests that arrive within the batch window (or until the token budget fills) run
+//    as ONE batched run in embedding mode, then are split back per request;
+//  - generate / session feed / stateful embed: continuous batching. Every active sequence
+//    advances in the same run call, one step at a time (a decode token, or a chunk of its prompt,
+//    so long prompts prefill interleaved with other sequences' decoding); new sequences join
+//    between steps.
+// Session ops queue behind the session's running work, so one client's pipelined requests on a
+// session apply in order.
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/backend.h"
+#include "worker/job.h"
+#include "worker/options.h"
+#include "worker/prefix_cache.h"
+#include "worker/sessions.h"
+#include "worker/stats.h"
+#include "worker/text_codec.h"
+
+namespace rwkvd::worker {
+
+class Scheduler {
+ public:
+  using Post = std::function<void(Outgoing)>;
+  Scheduler(engine::Backend& backend, const TextCodec* codec, const ServeOptions& options,
+            Stats& stats, Post post);
+  ~Scheduler();
+
+  void start();
+  // Fails everything in flight with shutting_down, then joins the thread.
+  void stop();
+  // Thread-safe. False when the queue is full (the caller replies busy).
+  bool submit(Job job);
+  // The client vanished: drop its work without replying.
+  void client_gone(const std::string& client);
+  size_t queued() const { return queued_.load(); }
+
+ private:
+  struct Task;
+  struct EmbedJob;
+
+  void loop();
+  void take_inbox(std::deque<Job>& jobs);
+  void accept(Job job);
+  void admit();
+  bool try_admit(Task& t);
+  void run_control(Task& t);
+  void step();
+  void dispatch_embeds();
+  bool embeds_due(Clock::time_point now) const;
+  void after_output(Task& t, const engine::Tensor& out);
+  void finish(Task& t);
+  void release_task(Task& t);
+  void cancel(const Job& job);
+  void fail_all(protocol::ErrorCode code, const std::string& msg);
+  void reply_error(const Job& job, protocol::ErrorCode code, const std::string& msg);
+  void emit_chunk(Task& t);
+  engine::Tensor state_tensor(std::vector<float> data) const;
+  void publish_gauges();
+
+  engine::Backend& backend_;
+  const TextCodec* codec_;
+  ServeOptions opt_;
+  Stats& stats_;
+  Post post_;
+  SlotPool slots_;
+  Sessions sessions_;
+  PrefixCache prefix_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> inbox_;
+  std::vector<std::string> gone_;
+  bool stopping_ = false;
+  std::atomic<size_t> queued_{0};
+  std::thread thread_;
+
+  std::deque<std::unique_ptr<Task>> waiting_;
+  std::vector<std::unique_ptr<Task>> active_;
+  std::deque<std::shared_ptr<EmbedJob>> embeds_;
+  uint64_t embed_tokens_queued_ = 0;
+  Clock::time_point last_reap_;
+};
+
+}  // namespace rwkvd::worker

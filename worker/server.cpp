@@ -1,0 +1,429 @@
+#include "worker/server.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "protocol/codec.h"
+#include "worker/endpoint.h"
+
+namespace rwkvd::worker {
+
+using protocol::ErrorCode;
+using protocol::Op;
+using protocol::Value;
+
+namespace {
+constexpr const char* kServerVersion = "rwkvd 0.1.0";
+
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+}  // namespace
+
+Server::Server(std::unique_ptr<engine::Backend> backend, std::shared_ptr<const TextCodec> codec,
+               ServeOptions options, ModelInfo model)
+    : backend_(std::move(backend)),
+      codec_(std::move(codec)),
+      opt_(std::move(options)),
+      model_(std::move(model)),
+      ctx_(1) {
+  const auto& hp = backend_->hparams();
+  shape_ = protocol::ModelShape{hp.n_vocab, hp.state_floats()};
+  if (opt_.endpoint.empty()) opt_.endpoint = default_endpoint();
+}
+
+Server::~Server() {
+  if (scheduler_) scheduler_->stop();
+  if (bound_) {
+    const std::string path = ipc_path(opt_.endpoint);
+    if (!path.empty()) std::filesystem::remove(path);
+  }
+}
+
+void Server::bind() {
+  prepare_endpoint(opt_.endpoint, opt_.allow_remote);
+  const size_t stale = protocol::ShmRing::remove_stale();
+  if (stale > 0) spdlog::info("removed {} shared-memory segment(s) of dead workers", stale);
+  if (opt_.shm_bytes > 0) {
+    protocol::ShmRing::Options ro;
+    ro.bytes = opt_.shm_bytes;
+    ro.n_slots = opt_.shm_slots;
+    ro.lease_timeout = std::chrono::seconds(opt_.lease_timeout_s);
+    ring_ = protocol::ShmRing::create(ro);
+    spdlog::info("shared-memory ring /dev/shm/{} ({} MiB, {} slots)", ring_->name(),
+                 ring_->total_bytes() >> 20, ring_->n_slots());
+  }
+  router_ = zmq::socket_t(ctx_, zmq::socket_type::router);
+  router_.set(zmq::sockopt::router_mandatory, 1);
+  router_.set(zmq::sockopt::linger, 0);
+  router_.set(zmq::sockopt::sndhwm, 100000);
+  router_.set(zmq::sockopt::rcvhwm, 100000);
+  // A transport cap (zmq drops a peer that sends more) well above the protocol's own limit, which
+  // gets a readable error reply.
+  router_.set(zmq::sockopt::maxmsgsize,
+              static_cast<int64_t>(opt_.limits.max_message_bytes * 2 + 4096));
+  const mode_t old = ::umask(077);  // the socket file is created 0600, no window
+  try {
+    router_.bind(opt_.endpoint);
+  } catch (...) {
+    ::umask(old);
+    throw;
+  }
+  ::umask(old);
+  bound_ = true;
+  secure_endpoint(opt_.endpoint);
+  if (opt_.endpoint.rfind("tcp://", 0) == 0 && opt_.endpoint.back() == '*') {
+    opt_.endpoint = router_.get(zmq::sockopt::last_endpoint);
+  }
+  wake_endpoint_ = "inproc://wake-" + protocol::random_hex(4);
+  wake_pull_ = zmq::socket_t(ctx_, zmq::socket_type::pull);
+  wake_pull_.bind(wake_endpoint_);
+  wake_push_ = zmq::socket_t(ctx_, zmq::socket_type::push);
+  wake_push_.set(zmq::sockopt::linger, 0);
+  wake_push_.connect(wake_endpoint_);
+  scheduler_ = std::make_unique<Scheduler>(*backend_, codec_.get(), opt_, stats_,
+                                           [this](Outgoing o) { post(std::move(o)); });
+  scheduler_->start();
+  spdlog::info("listening on {}", opt_.endpoint);
+}
+
+void Server::post(Outgoing o) {
+  std::lock_guard lock(outbox_mu_);
+  const bool was_empty = outbox_.empty();
+  outbox_.push_back(std::move(o));
+  if (was_empty) wake_push_.send(zmq::buffer("w", 1), zmq::send_flags::dontwait);
+}
+
+void Server::send(const std::string& client, const Value& body) {
+  if (const Value* ok = body.find("ok"); ok != nullptr && !ok->as_bool()) {
+    const Value* code = body.find("error")->find("code");
+    stats_.count_error(static_cast<ErrorCode>(code->as_uint()));
+  }
+  std::string bytes = protocol::encode(body);
+  try {
+    auto r1 =
+        router_.send(zmq::buffer(client), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+    auto r2 = router_.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
+    if (!r1 || !r2) spdlog::warn("client send queue full; dropped a reply");
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EHOSTUNREACH) {
+      // The client is gone: its work and leases go too.
+      spdlog::debug("client vanished; dropping its work");
+      if (ring_) ring_->release_owner(client);
+      scheduler_->client_gone(client);
+    } else {
+      spdlog::warn("send failed: {}", e.what());
+    }
+  }
+}
+
+void Server::send_error(const std::string& client, uint64_t id, ErrorCode code,
+                        const std::string& msg) {
+  spdlog::debug("request {}: {} ({})", id, msg, protocol::error_name(code));
+  send(client, protocol::error_reply(id, code, msg));
+}
+
+bool Server::place_tensors(Outgoing& o, bool force_inline) {
+  std::vector<std::pair<std::string, Value>> placed;
+  std::vector<uint64_t> leases;
+  for (auto& [name, t] : o.tensors) {
+    const uint64_t bytes = t.data.size() * sizeof(float);
+    const bool fits = ring_ && bytes <= ring_->data_bytes();
+    if (o.shm_ok && fits && !force_inline) {
+      auto a = ring_->allocate(bytes, o.client);
+      if (!a) {
+        for (uint64_t l : leases) ring_->release(l, o.client);
+        return false;  // park: the ring may drain within shm_wait_ms
+      }
+      std::memcpy(a->data, t.data.data(), bytes);
+      leases.push_back(a->ref.lease);
+      placed.emplace_back(name, protocol::tensor_shm(t.shape, a->ref));
+      stats_.shm_event("allocations");
+    } else {
+      if (o.shm_ok && ring_ && !fits) stats_.shm_event("inline_too_large");
+      placed.emplace_back(name, protocol::tensor_inline(t.shape, t.data.data(), t.data.size()));
+    }
+  }
+  for (auto& [name, v] : placed) o.body.set(name, std::move(v));
+  o.tensors.clear();
+  return true;
+}
+
+void Server::deliver(Outgoing o, bool force_inline) {
+  if (!o.tensors.empty() && !place_tensors(o, force_inline)) {
+    stats_.shm_event("waits");
+    parked_.push_back({std::move(o), Clock::now() + std::chrono::milliseconds(opt_.shm_wait_ms)});
+    return;
+  }
+  if (o.final) stats_.record_latency(o.op, ms_since(o.received));
+  send(o.client, o.body);
+}
+
+void Server::retry_parked(bool force) {
+  const auto now = Clock::now();
+  while (!parked_.empty()) {
+    Parked& p = parked_.front();
+    const bool late = force || now >= p.deadline;
+    if (!place_tensors(p.out, late)) break;
+    if (late) stats_.shm_event("inline_fallbacks");
+    if (p.out.final) stats_.record_latency(p.out.op, ms_since(p.out.received));
+    send(p.out.client, p.out.body);
+    parked_.pop_front();
+  }
+}
+
+void Server::drain_outbox() {
+  std::deque<Outgoing> out;
+  {
+    std::lock_guard lock(outbox_mu_);
+    out.swap(outbox_);
+  }
+  for (auto& o : out) {
+    if (!parked_.empty() && !o.tensors.empty()) {
+      parked_.push_back({std::move(o), Clock::now() + std::chrono::milliseconds(opt_.shm_wait_ms)});
+    } else {
+      deliver(std::move(o), false);
+    }
+  }
+}
+
+Value Server::hello_value() const {
+  const auto& hp = backend_->hparams();
+  const auto& l = opt_.limits;
+  Value::Map limits{{"max_message_bytes", Value(l.max_message_bytes)},
+                    {"max_tokens", Value(l.max_tokens)},
+                    {"max_batch", Value(l.max_batch)},
+                    {"max_text_bytes", Value(l.max_text_bytes)},
+                    {"max_new_tokens", Value(l.max_new_tokens)},
+                    {"max_stop", Value(l.max_stop)},
+                    {"max_stop_bytes", Value(l.max_stop_bytes)},
+                    {"max_leases", Value(l.max_leases)}};
+  Value::Map model{{"name", Value(model_.name)},
+                   {"n_vocab", Value(hp.n_vocab)},
+                   {"n_embd", Value(hp.n_embd)},
+                   {"n_layer", Value(hp.n_layer)},
+                   {"head_size", Value(hp.head_size)},
+                   {"state_floats", Value(hp.state_floats())},
+                   {"state_shape", Value(Value::Array{Value(hp.n_layer), Value(hp.head_size + 2),
+                                                      Value(hp.n_embd)})},
+                   {"has_tokenizer", Value(codec_ != nullptr)}};
+  Value shm;
+  if (ring_)
+    shm = Value(Value::Map{{"name", Value(ring_->name())}, {"bytes", Value(ring_->total_bytes())}});
+  return Value(Value::Map{{"protocol", Value(protocol::kProtocolVersion)},
+                          {"server", Value(kServerVersion)},
+                          {"shm", std::move(shm)},
+                          {"limits", Value(std::move(limits))},
+                          {"model", Value(std::move(model))}});
+}
+
+Value Server::info_value() const {
+  Value v = hello_value();
+  const auto& hp = backend_->hparams();
+  const uint64_t state_bytes = hp.state_floats() * sizeof(float);
+  v.set("device", Value(backend_->device_name()));
+  v.set("endpoint", Value(opt_.endpoint));
+  v.set("pid", Value(static_cast<uint64_t>(::getpid())));
+  v.set("model_path", Value(model_.path));
+  const engine::LoadStats load = backend_->load_stats();
+  v.set("load_ms", Value(load.usable_ms));
+  v.set("memory", Value(Value::Map{{"model_file_bytes", Value(model_.file_bytes)},
+                                   {"weight_bytes", Value(load.weight_bytes)},
+                                   {"scratch_bytes", Value(load.scratch_bytes)},
+                                   {"state_bytes", Value(state_bytes)},
+                                   {"n_slots", Value(backend_->n_slots())},
+                                   {"slots_bytes", Value(state_bytes * backend_->n_slots())},
+                                   {"prefix_cache_budget_bytes", Value(opt_.prefix_cache_bytes)},
+                                   {"shm_bytes", Value(ring_ ? ring_->total_bytes() : 0)}}));
+  v.set("options", Value(Value::Map{{"batch_window_us", Value(opt_.batch_window_us)},
+                                    {"embed_token_budget", Value(opt_.embed_token_budget)},
+                                    {"prefill_chunk", Value(opt_.prefill_chunk)},
+                                    {"step_token_budget", Value(opt_.step_token_budget)},
+                                    {"session_idle_s", Value(opt_.session_idle_s)},
+                                    {"lease_timeout_s", Value(opt_.lease_timeout_s)}}));
+  return v;
+}
+
+Value Server::stats_value() const {
+  Value::Map shm;
+  if (ring_) {
+    shm = {{"bytes", Value(ring_->data_bytes())},
+           {"bytes_in_use", Value(ring_->bytes_in_use())},
+           {"leases", Value(ring_->leases_in_use())},
+           {"parked", Value(parked_.size())}};
+  }
+  return stats_.to_value(std::move(shm));
+}
+
+void Server::handle(const std::string& client, const std::string& body) {
+  protocol::Request req;
+  try {
+    req = protocol::decode_request(body, opt_.limits);
+  } catch (const protocol::RequestError& e) {
+    send_error(client, e.id(), e.code(), e.what());
+    return;
+  }
+  stats_.count_request(req.op);
+  // Piggy-backed releases first: the client's memory is free before its next result needs it.
+  // Leniently: a lease that already timed out is no error here.
+  if (ring_) {
+    for (uint64_t l : req.release) ring_->release(l, client);
+  }
+  const uint64_t id = req.id;
+  try {
+    handle_request(client, std::move(req));
+  } catch (const protocol::ProtocolError& e) {
+    send_error(client, id, e.code(), e.what());
+  } catch (const std::exception& e) {
+    spdlog::error("request {}: {}", id, e.what());
+    send_error(client, id, ErrorCode::kInternal, e.what());
+  }
+}
+
+void Server::handle_request(const std::string& client, protocol::Request req) {
+  const auto received = Clock::now();
+  auto reply = [&](Value v) {
+    stats_.record_latency(req.op, ms_since(received));
+    send(client, v);
+  };
+  Value ok = protocol::ok_reply(req.id);
+  switch (req.op) {
+    case Op::kHello:
+    case Op::kInfo: {
+      Value v = req.op == Op::kHello ? hello_value() : info_value();
+      for (auto& [k, val] : v.as_map_mut()) ok.set(k, std::move(val));
+      reply(std::move(ok));
+      return;
+    }
+    case Op::kStats: {
+      ok.set("stats", stats_value());
+      reply(std::move(ok));
+      return;
+    }
+    case Op::kRelease:
+    case Op::kRetain: {
+      std::vector<uint64_t> unknown;
+      for (uint64_t l : req.leases) {
+        const bool done = ring_ && (req.op == Op::kRelease ? ring_->release(l, client)
+                                                           : ring_->retain(l, client));
+        if (!done) unknown.push_back(l);
+      }
+      if (!unknown.empty()) {
+        throw protocol::ProtocolError(ErrorCode::kUnknownLease,
+                                      std::to_string(unknown.size()) +
+                                          " lease(s) not held by this client, e.g. " +
+                                          std::to_string(unknown.front()));
+      }
+      ok.set("count", Value(req.leases.size()));
+      reply(std::move(ok));
+      return;
+    }
+    case Op::kTokenize:
+    case Op::kDetokenize: {
+      if (!codec_)
+        throw protocol::ProtocolError(ErrorCode::kUnsupported, "this model has no tokenizer");
+      if (req.op == Op::kTokenize) {
+        const auto ids = codec_->encode(*req.inputs.front().text);
+        ok.set("tokens", Value(Value::Array(ids.begin(), ids.end())));
+      } else {
+        protocol::validate_tokens(req.inputs.front().tokens, shape_.n_vocab);
+        ok.set("text", Value(codec_->decode(req.inputs.front().tokens)));
+      }
+      reply(std::move(ok));
+      return;
+    }
+    default:
+      break;
+  }
+  // Everything else runs on the engine thread; tokenize text here.
+  size_t total = 0;
+  for (auto& in : req.inputs) {
+    if (in.text) {
+      if (!codec_)
+        throw protocol::ProtocolError(ErrorCode::kUnsupported,
+                                      "this model has no tokenizer; send token ids");
+      in.tokens = codec_->encode(*in.text);
+      in.text.reset();
+      if (in.tokens.empty())
+        throw protocol::ProtocolError(ErrorCode::kBadValue, "text encodes to no tokens");
+    }
+    total += in.tokens.size();
+  }
+  if (total > opt_.limits.max_tokens) {
+    throw protocol::ProtocolError(ErrorCode::kTooLarge, std::to_string(total) +
+                                                            " tokens exceed the limit of " +
+                                                            std::to_string(opt_.limits.max_tokens));
+  }
+  protocol::validate_for_model(req, shape_);
+  const uint64_t id = req.id;
+  if (!scheduler_->submit(Job{client, std::move(req), received})) {
+    if (stop_.load())
+      throw protocol::ProtocolError(ErrorCode::kShuttingDown, "the worker is shutting down");
+    throw protocol::ProtocolError(ErrorCode::kBusy, "request queue is full; retry later");
+  }
+  (void)id;
+}
+
+void Server::run() {
+  if (!bound_) bind();
+  auto last_expire = Clock::now();
+  while (!stop_.load()) {
+    zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
+                               {wake_pull_.handle(), 0, ZMQ_POLLIN, 0}};
+    try {
+      zmq::poll(items, 2, std::chrono::milliseconds(parked_.empty() ? 100 : 1));
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;  // a signal: the loop condition sees stop_
+      throw;
+    }
+    if (items[0].revents & ZMQ_POLLIN) {
+      for (int i = 0; i < 1024; ++i) {
+        zmq::message_t id, body;
+        if (!router_.recv(id, zmq::recv_flags::dontwait)) break;
+        std::string client = id.to_string();
+        std::vector<std::string> frames;
+        while (router_.get(zmq::sockopt::rcvmore)) {
+          zmq::message_t m;
+          (void)router_.recv(m, zmq::recv_flags::none);
+          frames.push_back(m.to_string());
+        }
+        // A DEALER sends one frame; a REQ socket puts an empty delimiter first.
+        if (frames.size() == 2 && frames[0].empty()) frames.erase(frames.begin());
+        if (frames.size() != 1) {
+          send_error(client, 0, ErrorCode::kBadMessage, "expected exactly one msgpack frame");
+          continue;
+        }
+        handle(client, frames[0]);
+      }
+    }
+    if (items[1].revents & ZMQ_POLLIN) {
+      zmq::message_t m;
+      while (wake_pull_.recv(m, zmq::recv_flags::dontwait)) {
+      }
+    }
+    drain_outbox();
+    retry_parked(false);
+    if (ring_ && Clock::now() - last_expire > std::chrono::seconds(1)) {
+      last_expire = Clock::now();
+      const size_t n = ring_->expire();
+      for (size_t i = 0; i < n; ++i) stats_.shm_event("expired");
+    }
+  }
+  spdlog::info("stopping: failing in-flight requests");
+  scheduler_->stop();
+  drain_outbox();
+  retry_parked(true);
+  router_.set(zmq::sockopt::linger, 1000);  // let the shutting_down replies out
+  router_.close();
+  const std::string path = ipc_path(opt_.endpoint);
+  if (!path.empty()) std::filesystem::remove(path);
+  bound_ = false;
+  ring_.reset();  // unlinks the segment
+  spdlog::info("stopped");
+}
+
+}  // namespace rwkvd::worker

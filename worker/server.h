@@ -1,0 +1,85 @@
+#pragma once
+// The worker's front: a ZeroMQ ROUTER socket. Each client (DEALER) sends one msgpack frame per
+// request and may keep many in flight (replies carry the request id). The server thread
+// decodes and validates, answers cheap ops itself (hello, info, stats, tokenize, release), hands
+// the rest to the scheduler's engine thread, and places result tensors in the shared-memory
+// ring (or inline) on the way out.
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <zmq.hpp>
+
+#include "engine/backend.h"
+#include "protocol/shm_ring.h"
+#include "worker/job.h"
+#include "worker/options.h"
+#include "worker/scheduler.h"
+#include "worker/stats.h"
+#include "worker/text_codec.h"
+
+namespace rwkvd::worker {
+
+struct ModelInfo {
+  std::string name;
+  std::string path;
+  uint64_t file_bytes = 0;
+};
+
+class Server {
+ public:
+  Server(std::unique_ptr<engine::Backend> backend, std::shared_ptr<const TextCodec> codec,
+         ServeOptions options, ModelInfo model);
+  ~Server();
+
+  // Binds the socket and creates the ring; throws std::runtime_error.
+  void bind();
+  // Serves until request_stop(); then fails in-flight requests, unlinks the socket and ring.
+  void run();
+  // Async-signal-safe.
+  void request_stop() { stop_.store(true); }
+  const std::string& endpoint() const { return opt_.endpoint; }
+  const Stats& stats() const { return stats_; }
+
+ private:
+  void handle(const std::string& client, const std::string& body);
+  void handle_request(const std::string& client, protocol::Request req);
+  void post(Outgoing o);  // engine thread
+  void deliver(Outgoing o, bool force_inline);
+  bool place_tensors(Outgoing& o, bool force_inline);
+  void send(const std::string& client, const protocol::Value& body);
+  void send_error(const std::string& client, uint64_t id, protocol::ErrorCode code,
+                  const std::string& msg);
+  void drain_outbox();
+  void retry_parked(bool force);
+  protocol::Value hello_value() const;
+  protocol::Value info_value() const;
+  protocol::Value stats_value() const;
+
+  std::unique_ptr<engine::Backend> backend_;
+  std::shared_ptr<const TextCodec> codec_;
+  ServeOptions opt_;
+  ModelInfo model_;
+  Stats stats_;
+  protocol::ModelShape shape_;
+  std::unique_ptr<protocol::ShmRing> ring_;
+  std::unique_ptr<Scheduler> scheduler_;
+
+  zmq::context_t ctx_;
+  zmq::socket_t router_;
+  zmq::socket_t wake_pull_;
+  zmq::socket_t wake_push_;  // used under outbox_mu_ by the engine thread
+  std::string wake_endpoint_;
+  std::mutex outbox_mu_;
+  std::deque<Outgoing> outbox_;
+  struct Parked {
+    Outgoing out;
+    Clock::time_point deadline;
+  };
+  std::deque<Parked> parked_;  // waiting for ring space
+  std::atomic<bool> stop_{false};
+  bool bound_ = false;
+};
+
+}  // namespace rwkvd::worker

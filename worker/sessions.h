@@ -1,0 +1,70 @@
+#pragma once
+// Backend state slots and the sessions that hold them. A session's state lives in a slot while
+// it is in use and may be moved out to host memory (evicted, least recently used first) when a
+// slot is needed elsewhere, so there can be more sessions than slots. Engine thread only.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/backend.h"
+
+namespace rwkvd::worker {
+
+class SlotPool {
+ public:
+  explicit SlotPool(uint32_t n);
+  std::optional<uint32_t> acquire();
+  void release(uint32_t slot);
+  uint32_t used() const { return size_ - static_cast<uint32_t>(free_.size()); }
+  uint32_t size() const { return size_; }
+
+ private:
+  uint32_t size_;
+  std::vector<uint32_t> free_;
+};
+
+struct Session {
+  enum class Where { kZero, kHost, kSlot };
+  uint64_t id = 0;
+  Where where = Where::kZero;
+  uint32_t slot = 0;        // valid when where == kSlot
+  std::vector<float> host;  // valid when where == kHost
+  bool busy = false;        // a compute task is running on it
+  uint64_t position = 0;    // tokens consumed since open (or since set_state)
+  std::chrono::steady_clock::time_point last_used;
+};
+
+class Sessions {
+ public:
+  Sessions(engine::Backend& backend, SlotPool& slots);
+
+  Session& open(std::optional<std::vector<float>> state);
+  Session* find(uint64_t id);
+  void close(uint64_t id);
+  // A new session with a copy of src's state (copy_state when both are resident).
+  Session& fork(Session& src);
+  // Puts the session's state in a slot; may evict others. False when no slot can be freed.
+  bool make_resident(Session& s);
+  // A free slot, evicting an idle session if needed; nullopt when all are busy.
+  std::optional<uint32_t> acquire_slot();
+  std::vector<float> read_state(Session& s);
+  void write_state(Session& s, std::span<const float> state);
+  // Closes sessions idle for longer than `idle`; returns how many.
+  size_t reap_idle(std::chrono::steady_clock::time_point now, std::chrono::seconds idle);
+  size_t size() const { return map_.size(); }
+
+ private:
+  bool evict_one();
+  engine::Backend& backend_;
+  SlotPool& slots_;
+  std::unordered_map<uint64_t, std::unique_ptr<Session>> map_;
+  uint64_t key_;
+  uint64_t counter_ = 0;
+};
+
+}  // namespace rwkvd::worker
