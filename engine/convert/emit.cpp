@@ -1,14 +1,13 @@
 #include "engine/convert/emit.h"
 
 #include <algorithm>
-#include <bit>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "engine/error.h"
 #include "engine/quant/dequant.h"
+#include "engine/quant/quantize.h"
 
 namespace rwkvd::engine::convert {
 namespace {
@@ -67,24 +66,6 @@ void walk(const MappedTensor& t, const PieceFn& fn) {
   }
 }
 
-// float32 -> IEEE half, round to nearest even (numpy's astype(float16), F16C), keeping
-// subnormals. TODO(quant): use engine/quant's fp32_to_fp16 once that branch defines it.
-uint16_t to_half(float f) {
-  const uint32_t bits = std::bit_cast<uint32_t>(f);
-  const auto sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
-  const uint32_t abs = bits & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
-  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to inf
-  if (abs < 0x38800000u) {
-    // Below 2^-14 the half is a multiple of 2^-24: scale exactly, round ties to even.
-    const float scaled = std::bit_cast<float>(abs) * 0x1p24f;
-    return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::nearbyint(scaled)));
-  }
-  // Rebias the exponent (127 -> 15), drop 13 mantissa bits with ties to even; a carry out of the
-  // mantissa bumps the exponent, which is right.
-  return static_cast<uint16_t>(sign | ((abs - 0x38000000u + 0x0fffu + ((abs >> 13) & 1u)) >> 13));
-}
-
 template <typename T>
 T load(const std::byte* p) {
   T v;
@@ -113,26 +94,24 @@ void to_f32(SourceDtype dtype, std::span<const std::byte> in, std::vector<float>
 }  // namespace
 
 void emit_tensor(const MappedTensor& t, GgmlType type, const ByteSink& sink) {
-  if (type != GgmlType::F32 && type != GgmlType::F16) {
-    throw EngineError("internal: emit_tensor writes F32 or F16, not " +
-                      std::string(ggml_traits(type).name));
-  }
   std::vector<float> f;
-  std::vector<uint16_t> h;
+  std::vector<std::byte> out;
   walk(t, [&](SourceDtype dtype, std::span<const std::byte> in) {
     if ((dtype == SourceDtype::F32 && type == GgmlType::F32) ||
-        (dtype == SourceDtype::F16 && type == GgmlType::F16)) {
-      sink(in);  // same type: the bytes are the answer
+        (dtype == SourceDtype::F16 && type == GgmlType::F16) ||
+        (dtype == SourceDtype::BF16 && type == GgmlType::BF16)) {
+      sink(in);  // same type: the bytes are the answer, NaN payloads and all
       return;
     }
     to_f32(dtype, in, f);
-    if (type == GgmlType::F32) {
-      sink(std::as_bytes(std::span<const float>(f)));
-      return;
+    const auto bytes = ggml_row_bytes(type, f.size());
+    if (!bytes) {
+      throw EngineError(t.name + ": " + std::to_string(t.ne[0]) + " elements per row is not " +
+                        "a whole number of " + std::string(ggml_traits(type).name) + " blocks");
     }
-    h.resize(f.size());
-    for (size_t i = 0; i < f.size(); ++i) h[i] = to_half(f[i]);
-    sink(std::as_bytes(std::span<const uint16_t>(h)));
+    out.resize(*bytes);
+    quantize(type, f, out);  // pieces are whole rows, so whole blocks
+    sink(out);
   });
 }
 

@@ -15,8 +15,10 @@ namespace rwkvd::engine::convert {
 using ByteSink = std::function<void(std::span<const std::byte>)>;
 using FloatSink = std::function<void(std::span<const float>)>;
 
-// Writes the tensor's bytes as `type` (F32 or F16; F16 rounds to nearest even, as numpy and
-// llama.cpp's converter do; F16 sources copy through untouched) to `sink`, in order.
+// Writes the tensor's bytes as `type` to `sink`, in order. A source already of that type is
+// copied through untouched; anything else goes through float32 (exact for F16/BF16 sources) and
+// engine/quant's quantize(): F16/BF16 round to nearest even, as numpy and llama.cpp do. Throws
+// EngineError if a row is not a whole number of the type's blocks.
 void emit_tensor(const MappedTensor& t, GgmlType type, const ByteSink& sink);
 
 // The same elements as float32 (exact for every source type), for a quantiser. Pieces end on

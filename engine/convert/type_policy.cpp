@@ -1,44 +1,25 @@
 #include "engine/convert/type_policy.h"
 
-#include <string_view>
-
-#include "engine/error.h"
+#include <span>
 
 namespace rwkvd::engine::convert {
-namespace {
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+std::optional<QuantFtype> parse_file_type(std::string_view name) {
+  return parse_quant_ftype(name);
 }
 
-}  // namespace
-
-GgmlType tensor_type(const MappedTensor& t, GgmlType file_type) {
-  switch (file_type) {
-    case GgmlType::F32:
-      return GgmlType::F32;
-    case GgmlType::F16:
-      if (t.ne.size() <= 1 || ends_with(t.name, ".time_mix_w1.weight") ||
-          ends_with(t.name, ".time_mix_w2.weight") ||
-          ends_with(t.name, ".time_mix_lerp_fused.weight")) {
-        return GgmlType::F32;
-      }
-      return GgmlType::F16;
-    default:
-      throw EngineError("convert: output type " + std::string(ggml_traits(file_type).name) +
-                        " is not supported yet (f32 or f16)");
-  }
+bool is_quantised(QuantFtype ftype) {
+  return ftype != QuantFtype::F32 && ftype != QuantFtype::F16 && ftype != QuantFtype::BF16;
 }
 
-uint32_t llama_file_type(GgmlType file_type) {
-  switch (file_type) {
-    case GgmlType::F32:
-      return 0;
-    case GgmlType::F16:
-      return 1;
-    default:
-      throw EngineError("convert: no llama_ftype for " + std::string(ggml_traits(file_type).name));
+GgmlType tensor_type(const MappedTensor& t, QuantFtype ftype) {
+  if (is_quantised(ftype)) return rwkv7_tensor_type(ftype, t.name, t.ne);
+  const GgmlType base = quant_ftype_base_type(ftype);
+  if (base == GgmlType::F32 || t.ne.size() <= 1 || t.name.ends_with(".time_mix_w1.weight") ||
+      t.name.ends_with(".time_mix_w2.weight") || t.name.ends_with(".time_mix_lerp_fused.weight")) {
+    return GgmlType::F32;
   }
+  return base;
 }
 
 }  // namespace rwkvd::engine::convert

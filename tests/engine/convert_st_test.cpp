@@ -20,119 +20,12 @@
 namespace rwkvd::engine::convert {
 namespace {
 
+using testing::bf16_of;
+using testing::blinkdl_from_gguf;
+using testing::encode;
+using testing::floats_of;
 using testing::OwnedTensors;
 using testing::temp_path;
-
-std::vector<float> floats_of(std::span<const std::byte> b) {
-  std::vector<float> f(b.size() / 4);
-  std::memcpy(f.data(), b.data(), b.size());
-  return f;
-}
-
-// float32 -> bfloat16, round to nearest even (finite values only, as the fixture has).
-uint16_t bf16_of(float f) {
-  const auto bits = std::bit_cast<uint32_t>(f);
-  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-
-std::vector<std::byte> encode(const std::vector<float>& f, SourceDtype dtype) {
-  if (dtype == SourceDtype::F32) {
-    std::vector<std::byte> out(f.size() * 4);
-    std::memcpy(out.data(), f.data(), out.size());
-    return out;
-  }
-  std::vector<uint16_t> h(f.size());
-  if (dtype == SourceDtype::BF16) {
-    for (size_t i = 0; i < f.size(); ++i) h[i] = bf16_of(f[i]);
-  } else {
-    // F16 through the converter's own rounding, checked against numpy's by convert_test.
-    const SourceTensor src{"",
-                           {static_cast<int64_t>(f.size())},
-                           SourceDtype::F32,
-                           std::as_bytes(std::span<const float>(f))};
-    const MappedTensor t{"", {static_cast<int64_t>(f.size())}, MapOp::kCopy, {&src}};
-    size_t at = 0;
-    emit_tensor(t, GgmlType::F16, [&](std::span<const std::byte> b) {
-      std::memcpy(reinterpret_cast<std::byte*>(h.data()) + at, b.data(), b.size());
-      at += b.size();
-    });
-  }
-  std::vector<std::byte> out(h.size() * 2);
-  std::memcpy(out.data(), h.data(), out.size());
-  return out;
-}
-
-std::vector<float> transpose(const std::vector<float>& f, int64_t rows, int64_t cols) {
-  std::vector<float> out(f.size());
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c)
-      out[static_cast<size_t>(c * rows + r)] = f[static_cast<size_t>(r * cols + c)];
-  }
-  return out;
-}
-
-// The fixture GGUF's tensors under BlinkDL's names and shapes: the inverse of the mapping.
-// `pytorch` keeps LoRAs as BlinkDL's model does, (in, out); otherwise as web-rwkv writes them.
-OwnedTensors blinkdl_from_gguf(const GgufFile& g, bool pytorch, SourceDtype dtype) {
-  OwnedTensors out;
-  const int64_t D = g.tensor("token_embd.weight").ne[0];
-  const int64_t n_layer = g.get_u32("rwkv7.block_count");
-  auto put = [&](const std::string& name, std::vector<int64_t> shape, std::vector<float> f) {
-    out.add(name, std::move(shape), dtype, encode(f, dtype));
-  };
-  auto vec = [&](const std::string& gguf) { return floats_of(g.tensor(gguf).data); };
-  auto mat = [&](const std::string& name, const std::string& gguf) {
-    const auto& t = g.tensor(gguf);
-    put(name, {t.ne[1], t.ne[0]}, floats_of(t.data));
-  };
-  auto lora = [&](const std::string& name, const std::string& gguf) {
-    const auto& t = g.tensor(gguf);  // ne [in, out]: row-major (out, in)
-    if (pytorch) {
-      put(name, {t.ne[0], t.ne[1]}, transpose(floats_of(t.data), t.ne[1], t.ne[0]));
-    } else {
-      put(name, {t.ne[1], t.ne[0]}, floats_of(t.data));
-    }
-  };
-  mat("emb.weight", "token_embd.weight");
-  put("blocks.0.ln0.weight", {D}, vec("token_embd_norm.weight"));
-  put("blocks.0.ln0.bias", {D}, vec("token_embd_norm.bias"));
-  for (int64_t i = 0; i < n_layer; ++i) {
-    const std::string b = "blocks." + std::to_string(i) + ".";
-    const std::string p = "blk." + std::to_string(i) + ".";
-    put(b + "ln1.weight", {D}, vec(p + "attn_norm.weight"));
-    put(b + "ln1.bias", {D}, vec(p + "attn_norm.bias"));
-    put(b + "ln2.weight", {D}, vec(p + "attn_norm_2.weight"));
-    put(b + "ln2.bias", {D}, vec(p + "attn_norm_2.bias"));
-    const auto lerp = vec(p + "time_mix_lerp_fused.weight");
-    const char* xs[] = {"x_r", "x_w", "x_k", "x_v", "x_a", "x_g"};
-    for (size_t j = 0; j < 6; ++j) {
-      put(b + "att." + xs[j], {1, 1, D},
-          std::vector<float>(lerp.begin() + static_cast<ptrdiff_t>(j * D),
-                             lerp.begin() + static_cast<ptrdiff_t>((j + 1) * D)));
-    }
-    for (std::string v : {"w", "a", "v", "g"}) {
-      if (v == "v" && i == 0) continue;  // layer 0 has no value-residual LoRA
-      if (v != "g") put(b + "att." + v + "0", {1, 1, D}, vec(p + "time_mix_" + v + "0.weight"));
-      lora(b + "att." + v + "1", p + "time_mix_" + v + "1.weight");
-      lora(b + "att." + v + "2", p + "time_mix_" + v + "2.weight");
-    }
-    put(b + "att.k_k", {1, 1, D}, vec(p + "time_mix_k_k.weight"));
-    put(b + "att.k_a", {1, 1, D}, vec(p + "time_mix_k_a.weight"));
-    put(b + "att.r_k", {D / 64, 64}, vec(p + "time_mix_r_k.weight"));
-    for (std::string m : {"receptance", "key", "value", "output"}) {
-      mat(b + "att." + m + ".weight", p + "time_mix_" + m + ".weight");
-    }
-    put(b + "att.ln_x.weight", {D}, vec(p + "time_mix_ln.weight"));
-    put(b + "att.ln_x.bias", {D}, vec(p + "time_mix_ln.bias"));
-    put(b + "ffn.x_k", {1, 1, D}, vec(p + "channel_mix_lerp_k.weight"));
-    mat(b + "ffn.key.weight", p + "channel_mix_key.weight");
-    mat(b + "ffn.value.weight", p + "channel_mix_value.weight");
-  }
-  put("ln_out.weight", {D}, vec("output_norm.weight"));
-  put("ln_out.bias", {D}, vec("output_norm.bias"));
-  mat("head.weight", "output.weight");
-  return out;
-}
 
 std::vector<std::byte> emitted(const MappedTensor& t, GgmlType type) {
   std::vector<std::byte> out;
@@ -155,7 +48,7 @@ Rwkv7Plan plan_st(const std::string& file, const OwnedTensors& t,
 
 // `rounded`: tensors that went through F16 on the way (a web-rwkv file is all F16) but are
 // written F32; they must equal the fixture's values rounded to F16.
-void expect_same_tensors(const Rwkv7Plan& plan, GgmlType file_type, const GgufFile& want,
+void expect_same_tensors(const Rwkv7Plan& plan, QuantFtype file_type, const GgufFile& want,
                          const std::set<std::string>& rounded = {}) {
   ASSERT_EQ(plan.tensors.size(), want.tensors().size());
   for (size_t i = 0; i < plan.tensors.size(); ++i) {
@@ -188,7 +81,7 @@ TEST(ConvertSafetensors, PytorchNamesAndLayoutF32) {
   std::unique_ptr<SourceModel> keep;
   const auto plan = plan_st("pytorch-f32.st", st, {}, &keep);
   EXPECT_EQ(plan.lora_layout, LoraLayout::kPytorch);  // decided from the shapes
-  expect_same_tensors(plan, GgmlType::F32, *want);
+  expect_same_tensors(plan, QuantFtype::F32, *want);
 }
 
 TEST(ConvertSafetensors, PytorchLayoutAsF16MatchesF16Fixture) {
@@ -196,7 +89,7 @@ TEST(ConvertSafetensors, PytorchLayoutAsF16MatchesF16Fixture) {
   RWKVD_FIXTURE(f16, kF16);
   const auto st = blinkdl_from_gguf(*GgufFile::open(f32.string()), true, SourceDtype::F32);
   std::unique_ptr<SourceModel> keep;
-  expect_same_tensors(plan_st("pytorch-f32b.st", st, {}, &keep), GgmlType::F16,
+  expect_same_tensors(plan_st("pytorch-f32b.st", st, {}, &keep), QuantFtype::F16,
                       *GgufFile::open(f16.string()));
 }
 
@@ -213,9 +106,9 @@ TEST(ConvertSafetensors, WebRwkvLayoutF16) {
   EXPECT_EQ(plan.lora_layout, LoraLayout::kTransposed);
   std::set<std::string> kept_f32;
   for (const auto& t : plan.tensors) {
-    if (tensor_type(t, GgmlType::F16) == GgmlType::F32) kept_f32.insert(t.name);
+    if (tensor_type(t, QuantFtype::F16) == GgmlType::F32) kept_f32.insert(t.name);
   }
-  expect_same_tensors(plan, GgmlType::F16, *want, kept_f32);
+  expect_same_tensors(plan, QuantFtype::F16, *want, kept_f32);
 }
 
 // BF16 widens to F32 exactly: the F32 output is the fixture rounded to BF16.

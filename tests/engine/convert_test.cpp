@@ -24,7 +24,7 @@ std::vector<std::byte> emitted(const MappedTensor& t, GgmlType type) {
 }
 
 // Every planned tensor equals the fixture's (same order too), except those in `skip`.
-void expect_plan_equals(const Rwkv7Plan& plan, GgmlType file_type, const GgufFile& want,
+void expect_plan_equals(const Rwkv7Plan& plan, QuantFtype file_type, const GgufFile& want,
                         const std::set<std::string>& skip = {}) {
   ASSERT_EQ(plan.tensors.size(), want.tensors().size());
   for (size_t i = 0; i < plan.tensors.size(); ++i) {
@@ -55,14 +55,14 @@ TEST(ConvertPlan, RwkvCppFp32MatchesF32Fixture) {
   EXPECT_EQ(plan.dims.head_size, 64);
   EXPECT_EQ(plan.dims.rank_w, 32);
   EXPECT_EQ(plan.dims.rank_v, 32);
-  expect_plan_equals(plan, GgmlType::F32, *GgufFile::open(gguf.string()));
+  expect_plan_equals(plan, QuantFtype::F32, *GgufFile::open(gguf.string()));
 }
 
 TEST(ConvertPlan, RwkvCppFp32AsF16MatchesF16Fixture) {
   RWKVD_FIXTURE(bin, "rwkv7/rwkv-cpp/tiny-rwkv-7v0-834K-FP32.bin");
   RWKVD_FIXTURE(gguf, "rwkv7/tiny-rwkv7-834K.f16.gguf");
   const auto src = read_rwkvcpp_bin(bin.string());
-  expect_plan_equals(plan_rwkv7(src), GgmlType::F16, *GgufFile::open(gguf.string()));
+  expect_plan_equals(plan_rwkv7(src), QuantFtype::F16, *GgufFile::open(gguf.string()));
 }
 
 // rwkv.cpp's FP16 file was rounded from the FP32 one, so it converts to the F16 fixture exactly,
@@ -81,7 +81,7 @@ TEST(ConvertPlan, RwkvCppFp16MatchesF16FixtureUpToRoundedDecayLora) {
     }
   }
   ASSERT_EQ(decay.size(), 24u);
-  expect_plan_equals(plan, GgmlType::F16, *want, decay);
+  expect_plan_equals(plan, QuantFtype::F16, *want, decay);
   for (const auto& t : plan.tensors) {
     if (!decay.count(t.name)) continue;
     // What the FP16 file holds is the fixture's F32 values rounded to F16.
