@@ -18,5 +18,6 @@ void add_client_stats_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
+void add_convert_command(CLI::App& app);
 
 }  // namespace rwkvd::tools

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   rwkvd::tools::add_bench_command(app);
   rwkvd::tools::add_quantize_command(app);
   rwkvd::tools::add_synth_command(app);
+  rwkvd::tools::add_convert_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
