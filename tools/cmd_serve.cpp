@@ -27,6 +27,7 @@ struct ServeArgs {
   uint32_t threads = 0;
   uint64_t prefix_cache_mb = 64;
   uint64_t shm_mb = 256;
+  bool no_coalesce = false;
   worker::ServeOptions opt;
 };
 
@@ -69,6 +70,7 @@ void run_serve(ServeArgs& a) {
   spdlog::set_level(spdlog::level::from_str(a.log_level));
   a.opt.prefix_cache_bytes = a.prefix_cache_mb << 20;
   a.opt.shm_bytes = a.shm_mb << 20;
+  a.opt.coalesce_embeds = !a.no_coalesce;
   const uint64_t file_bytes = std::filesystem::file_size(a.model);
   std::fprintf(stderr, "rwkvd: loading %s (%.1f MiB) on %s\n", a.model.c_str(),
                static_cast<double>(file_bytes) / (1 << 20), a.device.c_str());
@@ -111,6 +113,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--batch-window-us", a->opt.batch_window_us,
                   "embed coalescing window in microseconds")
       ->capture_default_str();
+  cmd->add_flag("--no-coalesce", a->no_coalesce,
+                "run each embed request as its own engine call (no batching across requests)");
   cmd->add_option("--embed-token-budget", a->opt.embed_token_budget,
                   "dispatch queued embeds once this many tokens wait")
       ->capture_default_str();
