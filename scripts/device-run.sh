@@ -16,9 +16,11 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > $res/gpu.
 for p in $presets; do
   for t in $types; do
     m=/tmp/models/rwkv7-$p-$t.gguf
-    [[ -f $m ]] || .gl/rwkvd synth --preset "$p" --type "$t" --seed 1 --out "$m" 2>$res/synth-$p-$t.log
+    [[ -f $m ]] || .gl/rwkvd synth --preset "$p" --type "$t" --seed 1 --out "$m" \
+      --vocab-file .gl/rwkv_vocab_v20230424.txt 2>$res/synth-$p-$t.log
     .gl/rwkvd bench --model "$m" --device gpu --repeats "$repeats" --text .gl/bench_email.txt \
-      --fields .gl/field_prompts.txt --out $res/rwkvd-$p-$t.json >$res/rwkvd-$p-$t.log 2>&1
+      --fields .gl/field_prompts.txt --out $res/rwkvd-$p-$t.json \
+      --markdown $res/rwkvd-$p-$t.md >$res/rwkvd-$p-$t.log 2>&1
     python3 .gl/llama_bench_rwkv7.py --lib-dir /tmp/llama --model "$m" --text .gl/bench_email.txt \
       --out $res/llama-$p-$t.json --require-dev Vulkan >$res/llama-$p-$t.log 2>&1
     tail -3 $res/rwkvd-$p-$t.log

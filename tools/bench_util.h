@@ -59,12 +59,13 @@ inline std::vector<int32_t> pseudo_tokens(size_t n, uint32_t vocab, uint64_t see
   return t;
 }
 
-// The document of the doc-state figures; --quick keeps its first lines up to ~1 KB.
+// The document of the doc-state figures; --quick keeps its first lines up to 256 bytes.
 inline std::string document(const BenchOptions& o) {
   std::string text = read_file(o.text_path);
-  if (o.quick && text.size() > 1024) {
-    const size_t cut = text.rfind('\n', 1024);
-    text.resize(cut == std::string::npos || cut == 0 ? 1024 : cut + 1);
+  constexpr size_t kQuickBytes = 256;
+  if (o.quick && text.size() > kQuickBytes) {
+    const size_t cut = text.rfind('\n', kQuickBytes);
+    text.resize(cut == std::string::npos || cut == 0 ? kQuickBytes : cut + 1);
   }
   return text;
 }
@@ -72,10 +73,10 @@ inline std::string document(const BenchOptions& o) {
 // Sizes shared by both parts, so engine and client figures measure the same work.
 struct Sizes {
   size_t n_docs;                 // embedding throughput: documents...
-  size_t doc_len = 200;          // ... of this many tokens
+  size_t doc_len;                // ... of this many tokens
   int field_tokens = 8;          // tokens generated per field prompt
   const char* field_end = "\n";  // embedded after a field's answer
-  explicit Sizes(bool quick) : n_docs(quick ? 32 : 1024) {}
+  explicit Sizes(bool quick) : n_docs(quick ? 16 : 1024), doc_len(quick ? 64 : 200) {}
 };
 
 }  // namespace bench
