@@ -11,7 +11,8 @@ export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 export LD_LIBRARY_PATH=$PWD/.gl/lib
 res=/tmp/results
 mkdir -p $res /tmp/models /tmp/llama
-tar xJf .gl/llama-vulkan.tar.xz -C /tmp/llama
+have_llama=0
+[[ -f .gl/llama-vulkan.tar.xz ]] && tar xJf .gl/llama-vulkan.tar.xz -C /tmp/llama && have_llama=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > $res/gpu.csv 2>&1
 for p in $presets; do
   for t in $types; do
@@ -21,8 +22,12 @@ for p in $presets; do
     .gl/rwkvd bench --model "$m" --device gpu --repeats "$repeats" --text .gl/bench_email.txt \
       --fields .gl/field_prompts.txt --out $res/rwkvd-$p-$t.json \
       --markdown $res/rwkvd-$p-$t.md >$res/rwkvd-$p-$t.log 2>&1
-    python3 .gl/llama_bench_rwkv7.py --lib-dir /tmp/llama --model "$m" --text .gl/bench_email.txt \
-      --out $res/llama-$p-$t.json --require-dev Vulkan >$res/llama-$p-$t.log 2>&1
+    if [[ $have_llama == 1 ]]; then
+      python3 .gl/llama_bench_rwkv7.py --lib-dir /tmp/llama --model "$m" --text .gl/bench_email.txt \
+        --out $res/llama-$p-$t.json --require-dev Vulkan >$res/llama-$p-$t.log 2>&1
+    else
+      echo "no .gl/llama-vulkan.tar.xz: llama.cpp not run" >$res/llama-$p-$t.log
+    fi
     tail -3 $res/rwkvd-$p-$t.log
   done
 done
