@@ -414,14 +414,18 @@ void run_client_bench(const BenchOptions& o, BenchReport& report) {
     if (!coalesce) a.push_back("--no-coalesce");
     return a;
   };
-  const std::string log = (dir / "worker.log").string();
+  // A log file per worker process: polling a reused one could find the last worker's "ready".
+  int n_workers = 0;
+  auto next_log = [&] {
+    return (dir / ("worker-" + std::to_string(n_workers++) + ".log")).string();
+  };
 
   // 1. A fresh worker process per repeat: start -> ready (listening) -> first generated token.
   std::unique_ptr<WorkerProcess> worker;
   for (int r = 0; r < R; ++r) {
     worker.reset();
     const auto t0 = Clock::now();
-    worker = std::make_unique<WorkerProcess>(serve_args(true), log);
+    worker = std::make_unique<WorkerProcess>(serve_args(true), next_log());
     worker->wait_ready(t0);
     const double ready_ms = ms_since(t0);
     client::Client c(endpoint, kClientTimeout);
@@ -525,7 +529,7 @@ void run_client_bench(const BenchOptions& o, BenchReport& report) {
     if (!coalesce) {
       worker.reset();
       const auto t0 = Clock::now();
-      worker = std::make_unique<WorkerProcess>(serve_args(false), log);
+      worker = std::make_unique<WorkerProcess>(serve_args(false), next_log());
       worker->wait_ready(t0);
     }
     {
