@@ -385,7 +385,7 @@ uint64_t ring_mb() {
 
 void run_client_bench(const BenchOptions& o, BenchReport& report) {
   const int R = std::max(1, o.repeats);
-  const bench::Sizes sizes(o.quick);
+  const bench::Sizes sizes(o);
   const std::string email = bench::document(o);
   const std::vector<std::string> fields = bench::read_lines(o.fields_path);
 

@@ -16,10 +16,11 @@ struct BenchOptions {
   std::string text_path;    // the document (bench_email.txt)
   std::string fields_path;  // field prompts, one per line (bench/field_prompts.txt)
   int repeats = 3;
-  bool quick = false;    // small sizes for a CI smoke run
-  uint32_t threads = 0;  // cpu threads of the engine and of the worker (0 = all cores)
-  bool engine = true;    // the engine-level figures (one Backend in this process)
-  bool client = true;    // the client-level figures (a worker process and C++ clients)
+  bool quick = false;     // small sizes for a CI smoke run
+  int embed_docs = 1024;  // documents of 200 tokens for the embedding throughput figures
+  uint32_t threads = 0;   // cpu threads of the engine and of the worker (0 = all cores)
+  bool engine = true;     // the engine-level figures (one Backend in this process)
+  bool client = true;     // the client-level figures (a worker process and C++ clients)
 };
 
 namespace bench {
@@ -76,7 +77,8 @@ struct Sizes {
   size_t doc_len;                // ... of this many tokens
   int field_tokens = 8;          // tokens generated per field prompt
   const char* field_end = "\n";  // embedded after a field's answer
-  explicit Sizes(bool quick) : n_docs(quick ? 16 : 1024), doc_len(quick ? 64 : 200) {}
+  explicit Sizes(const BenchOptions& o)
+      : n_docs(o.quick ? 16 : static_cast<size_t>(o.embed_docs)), doc_len(o.quick ? 64 : 200) {}
 };
 
 }  // namespace bench

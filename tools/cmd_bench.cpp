@@ -50,6 +50,10 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
   cmd->add_flag("--quick", o->quick, "small sizes (CI smoke run)");
+  cmd->add_option("--embed-docs", o->embed_docs,
+                  "documents of 200 tokens for the embedding throughput figures")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   cmd->add_option("--threads", o->threads, "cpu threads of the engine and the worker (0 = all)");
   cmd->add_option("--parts", *parts, "engine, client (default: both)")
       ->check(CLI::IsMember({"engine", "client"}))

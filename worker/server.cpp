@@ -32,7 +32,7 @@ Server::Server(std::unique_ptr<engine::Backend> backend, std::shared_ptr<const T
       model_(std::move(model)),
       ctx_(1) {
   const auto& hp = backend_->hparams();
-  shape_ = protocol::ModelShape{hp.n_vocab, hp.state_floats()};
+  shape_ = protocol::ModelShape{hp.n_vocab, hp.state_floats(), hp.n_embd};
   if (opt_.endpoint.empty()) opt_.endpoint = default_endpoint();
 }
 
@@ -359,7 +359,7 @@ void Server::handle_request(const std::string& client, protocol::Request req) {
                                                             " tokens exceed the limit of " +
                                                             std::to_string(opt_.limits.max_tokens));
   }
-  protocol::validate_for_model(req, shape_);
+  protocol::validate_for_model(req, shape_, opt_.limits);
   const uint64_t id = req.id;
   if (!scheduler_->submit(Job{client, std::move(req), received})) {
     if (stop_.load())
