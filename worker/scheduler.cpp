@@ -556,7 +556,7 @@ void Scheduler::step() {
 
 bool Scheduler::embeds_due(Clock::time_point now) const {
   if (embeds_.empty()) return false;
-  if (stopping_) return true;
+  if (stopping_ || !opt_.coalesce_embeds) return true;
   if (embed_tokens_queued_ >= opt_.embed_token_budget) return true;
   return now - embeds_.front()->job.received >= std::chrono::microseconds(opt_.batch_window_us);
 }
@@ -573,6 +573,8 @@ void Scheduler::dispatch_embeds() {
   bool full = false;
   for (auto& e : embeds_) {
     if (e->cancelled || full) continue;
+    // Without coalescing a dispatch takes the inputs of one request only.
+    if (!opt_.coalesce_embeds && !batch.empty()) break;
     const auto& inputs = e->job.req.inputs;
     while (e->next < inputs.size()) {
       const auto& toks = inputs[e->next].tokens;
@@ -689,8 +691,11 @@ void Scheduler::loop() {
       if (!busy && inbox_.empty() && gone_.empty() && !stopping_) {
         auto deadline = Clock::now() + std::chrono::seconds(1);
         if (!embeds_.empty()) {
-          deadline = std::min(deadline, embeds_.front()->job.received +
-                                            std::chrono::microseconds(opt_.batch_window_us));
+          // Without coalescing queued embeds are due at once.
+          deadline = std::min(deadline, opt_.coalesce_embeds
+                                            ? embeds_.front()->job.received +
+                                                  std::chrono::microseconds(opt_.batch_window_us)
+                                            : Clock::now());
         }
         cv_.wait_until(lock, deadline,
                        [&] { return !inbox_.empty() || !gone_.empty() || stopping_; });

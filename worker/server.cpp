@@ -239,7 +239,8 @@ Value Server::info_value() const {
                                    {"slots_bytes", Value(state_bytes * backend_->n_slots())},
                                    {"prefix_cache_budget_bytes", Value(opt_.prefix_cache_bytes)},
                                    {"shm_bytes", Value(ring_ ? ring_->total_bytes() : 0)}}));
-  v.set("options", Value(Value::Map{{"batch_window_us", Value(opt_.batch_window_us)},
+  v.set("options", Value(Value::Map{{"coalesce_embeds", Value(opt_.coalesce_embeds)},
+                                    {"batch_window_us", Value(opt_.batch_window_us)},
                                     {"embed_token_budget", Value(opt_.embed_token_budget)},
                                     {"prefill_chunk", Value(opt_.prefill_chunk)},
                                     {"step_token_budget", Value(opt_.step_token_budget)},

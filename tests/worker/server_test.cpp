@@ -177,6 +177,45 @@ TEST_F(WorkerTest, ConcurrentEmbedsCoalesceIntoFewerDispatches) {
   }
 }
 
+TEST_F(WorkerTest, WithoutCoalescingEachEmbedRequestIsItsOwnDispatch) {
+  RWKVD_FIXTURE(model, kTiny);
+  worker::ServeOptions opt;
+  opt.coalesce_embeds = false;
+  opt.batch_window_us = 2000000;  // ignored without coalescing: nothing waits for company
+  start(model, opt);
+  constexpr int kClients = 6;
+  std::vector<std::thread> threads;
+  std::vector<std::vector<float>> got(kClients);
+  std::atomic<int> ready{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      auto c = connect();
+      c->hello();
+      ready++;
+      while (ready.load() < kClients) std::this_thread::yield();
+      const auto t = c->embed({Input{"text number " + std::to_string(i), {}}});
+      got[i].assign(t.data().begin(), t.data().end());
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(1500));
+  // A request of two inputs is still one dispatch of two sequences.
+  auto c = connect();
+  const auto two = c->embed({Input{"one", {}}, Input{"two", {}}});
+  EXPECT_EQ(two.shape, (std::vector<int64_t>{2, 64}));
+  const auto stats = c->stats();
+  const protocol::Value* embed = stats.find("embed");
+  EXPECT_EQ(embed->find("dispatches")->as_uint(), static_cast<uint64_t>(kClients + 1));
+  EXPECT_EQ(embed->find("batch_requests")->find("max")->as_uint(), 1u);
+  EXPECT_EQ(embed->find("batch_sequences")->find("max")->as_uint(), 2u);
+  EXPECT_FALSE(c->info().find("options")->find("coalesce_embeds")->as_bool());
+  for (int i = 0; i < kClients; ++i) {
+    expect_near(got[i],
+                ref_run(bytes_of("text number " + std::to_string(i)), OutputMode::kLastEmbedding));
+  }
+}
+
 TEST_F(WorkerTest, PrefixCacheHitsGiveTheSameTokens) {
   RWKVD_FIXTURE(model, kTiny);
   start(model);
