@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 
 #include "engine/error.h"
 
@@ -23,6 +24,16 @@ uint32_t ceil_div(uint32_t a, uint32_t b) {
   return (a + b - 1) / b;
 }
 
+uint32_t env_u32(const char* name, uint32_t fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? static_cast<uint32_t>(std::strtoul(v, nullptr, 10)) : fallback;
+}
+
+// mv.comp's tokens per workgroup for T tokens: the smallest of 1, 2, 4, 8 that holds them.
+uint32_t mv_tokens(uint32_t T) {
+  return T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : 8;
+}
+
 }  // namespace
 
 std::string weight_type_suffix(GgmlType t) {
@@ -38,12 +49,22 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
     wg_ = 16;
     max_row_groups_ = 4;
   }
+  if (dev.features().subgroup_arith) {
+    mv_max_t_ = env_u32("RWKVD_VK_MV_MAX_T", 32);
+    mv_wg_ = std::max(dev.features().subgroup_size, env_u32("RWKVD_VK_MV_WG", wg_));
+    mv_rows_ = std::clamp(env_u32("RWKVD_VK_MV_ROWS", 2), 1u, 4u);
+  }
 }
 
 void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size) {
   const std::string sg = dev_.features().subgroup_arith ? "_sg" : "";
   for (GgmlType t : types) {
     pipes_.get("mm_" + weight_type_suffix(t) + sg, {wg_, kTokenTile});
+    if (mv_max_t_ > 0) {
+      for (uint32_t tt = 1; tt <= std::min(mv_max_t_, 8u); tt *= 2) {
+        pipes_.get("mv_" + weight_type_suffix(t), {mv_wg_, tt, mv_rows_});
+      }
+    }
     pipes_.get("embed_" + weight_type_suffix(t), {wg_});
   }
   pipes_.get("shift", {wg_});
@@ -79,6 +100,18 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     max_n = std::max(max_n, s.N);
   }
   pc.T = T;
+  bool k32 = true;
+  for (const MmSlot& sl : slots) k32 = k32 && sl.K % 32 == 0;
+  if (k32 && T <= mv_max_t_) {
+    const uint32_t tt = mv_tokens(T);
+    bind(cb, set, pipes_.get("mv_" + weight_type_suffix(type), {mv_wg_, tt, mv_rows_}), &pc,
+         sizeof(pc));
+    const uint32_t rows = mv_wg_ / dev_.features().subgroup_size * mv_rows_;
+    const uint32_t gx = std::min({ceil_div(max_n, rows),
+                                  dev_.props().limits.maxComputeWorkGroupCount[0], max_row_groups_});
+    vkCmdDispatch(cb, gx, ceil_div(T, tt), static_cast<uint32_t>(slots.size()));
+    return;
+  }
   const std::string sg = dev_.features().subgroup_arith ? "_sg" : "";
   bind(cb, set, pipes_.get("mm_" + weight_type_suffix(type) + sg, {wg_, kTokenTile}), &pc,
        sizeof(pc));

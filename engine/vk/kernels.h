@@ -74,6 +74,9 @@ class Kernels {
   uint32_t wg_ = 64;  // workgroup size of the row kernels and the matmul
   uint32_t dispatches_ = 0;
   uint32_t max_row_groups_ = UINT32_MAX;  // most workgroups along the rows of a product
+  // The decode matvec (mv.comp): used for T <= mv_max_t_ when subgroups exist; its workgroup
+  // size and rows per subgroup ($RWKVD_VK_MV_MAX_T, _WG, _ROWS override them for tuning).
+  uint32_t mv_max_t_ = 0, mv_wg_ = 64, mv_rows_ = 2;
 };
 
 // Shader-name suffix of a weight type ("q4_k").

@@ -220,6 +220,7 @@ class VkBackendImpl final : public VkBackend {
       }
     }
     RWKVD_VK(vkWaitForFences(dev_->device(), 1, &fence_, VK_TRUE, UINT64_MAX));
+    forward_->collect_profile(shape);
 
     if (!rows.empty()) {
       Buffer& rb = forward_->readback();
