@@ -10,6 +10,7 @@ namespace rwkvd::engine::vk {
 namespace {
 
 constexpr uint32_t kTokenTile = 8;  // mm.comp TT: tokens per workgroup
+constexpr uint32_t kWkvBlock = 8;   // wkv_sg.comp TB: tokens per block (a multiple of 4)
 
 struct MmPush {
   uint32_t K[4], N[4], x_off[4], y_off[4], mode[4], row_bytes[4];
@@ -44,10 +45,20 @@ std::string weight_type_suffix(GgmlType t) {
 
 Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   wg_ = std::min<uint32_t>(64, dev.props().limits.maxComputeWorkGroupSize[0]);
+  // Row kernels run one workgroup per token: at batch 1 that workgroup is the whole dispatch,
+  // so it gets many invocations (64 left a 2.9B decode waiting ~90 us per shift on latency).
+  row_wg_ = std::min<uint32_t>(256, dev.props().limits.maxComputeWorkGroupSize[0]);
   // A CPU implementation (lavapipe) pays per workgroup: let each loop over many rows.
   if (dev.props().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
     wg_ = 16;
+    row_wg_ = 16;
+    row_slices_ = false;
     max_row_groups_ = 4;
+  }
+  wkv_portable_ = std::getenv("RWKVD_VK_WKV_PORTABLE") != nullptr;
+  // $RWKVD_VK_ROW_SLICES=0|1 overrides the choice (tests run both on lavapipe).
+  if (const char* v = std::getenv("RWKVD_VK_ROW_SLICES"); v != nullptr && *v != '\0') {
+    row_slices_ = *v == '1';
   }
   if (dev.features().subgroup_arith) {
     mv_max_t_ = env_u32("RWKVD_VK_MV_MAX_T", 32);
@@ -65,11 +76,22 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size) {
         pipes_.get("mv_" + weight_type_suffix(t), {mv_wg_, tt, mv_rows_});
       }
     }
-    pipes_.get("embed_" + weight_type_suffix(t), {wg_});
+    pipes_.get("embed_" + weight_type_suffix(t), {row_wg_});
   }
-  pipes_.get("shift", {wg_});
-  pipes_.get("out_ln", {wg_});
-  pipes_.get("wkv", {head_size, head_size});
+  pipes_.get("shift", {row_wg_});
+  pipes_.get("out_ln", {row_wg_});
+  if (wkv_sg(head_size)) {
+    pipes_.get("wkv_sg", {4 * head_size, head_size, kWkvBlock});
+  } else {
+    pipes_.get("wkv", {head_size, head_size});
+  }
+}
+
+bool Kernels::wkv_sg(uint32_t head_size) const {
+  const DeviceFeatures& f = dev_.features();
+  return f.subgroup_shuffle && f.subgroup_size <= head_size && 4 * head_size <= 256 &&
+         4 * head_size <= dev_.props().limits.maxComputeWorkGroupSize[0] &&
+         !wkv_portable_;
 }
 
 void Kernels::bind(VkCommandBuffer cb, VkDescriptorSet set, VkPipeline p, const void* pc,
@@ -125,13 +147,13 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
 
 void Kernels::embed(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type, const EmbedArgs& a,
                     uint32_t T) {
-  bind(cb, set, pipes_.get("embed_" + weight_type_suffix(type), {wg_}), &a, sizeof(a));
+  bind(cb, set, pipes_.get("embed_" + weight_type_suffix(type), {row_wg_}), &a, sizeof(a));
   vkCmdDispatch(cb, T, 1, 1);
 }
 
 void Kernels::shift(VkCommandBuffer cb, VkDescriptorSet set, const ShiftArgs& a, uint32_t T) {
-  bind(cb, set, pipes_.get("shift", {wg_}), &a, sizeof(a));
-  vkCmdDispatch(cb, T, 1, 1);
+  bind(cb, set, pipes_.get("shift", {row_wg_}), &a, sizeof(a));
+  vkCmdDispatch(cb, T, row_slices_ ? ceil_div(a.D, row_wg_) : 1, 1);
 }
 
 void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& a, uint32_t n_head,
@@ -139,12 +161,16 @@ void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& a, uin
   if (head_size > 256 || (head_size & (head_size - 1)) != 0) {
     throw EngineError("vk wkv: head size must be a power of two <= 256");
   }
-  bind(cb, set, pipes_.get("wkv", {head_size, head_size}), &a, sizeof(a));
+  if (wkv_sg(head_size)) {
+    bind(cb, set, pipes_.get("wkv_sg", {4 * head_size, head_size, kWkvBlock}), &a, sizeof(a));
+  } else {
+    bind(cb, set, pipes_.get("wkv", {head_size, head_size}), &a, sizeof(a));
+  }
   vkCmdDispatch(cb, n_head, n_seq, 1);
 }
 
 void Kernels::out_ln(VkCommandBuffer cb, VkDescriptorSet set, const OutLnArgs& a) {
-  bind(cb, set, pipes_.get("out_ln", {wg_}), &a, sizeof(a));
+  bind(cb, set, pipes_.get("out_ln", {row_wg_}), &a, sizeof(a));
   vkCmdDispatch(cb, std::max(a.n_out, a.n_seq), 1, 1);
 }
 
