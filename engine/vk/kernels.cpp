@@ -10,6 +10,7 @@ namespace rwkvd::engine::vk {
 namespace {
 
 constexpr uint32_t kTokenTile = 8;  // mm.comp TT: tokens per workgroup
+constexpr uint32_t kTileRows = 64, kTileTokens = 64;  // mt.comp BM, BN
 constexpr uint32_t kWkvBlock = 8;   // wkv_sg.comp TB: tokens per block (a multiple of 4)
 
 struct MmPush {
@@ -55,6 +56,7 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
     row_slices_ = false;
     max_row_groups_ = 4;
   }
+  mt_min_t_ = env_u32("RWKVD_VK_MT_MIN_T", 9);
   wkv_portable_ = std::getenv("RWKVD_VK_WKV_PORTABLE") != nullptr;
   // $RWKVD_VK_ROW_SLICES=0|1 overrides the choice (tests run both on lavapipe).
   if (const char* v = std::getenv("RWKVD_VK_ROW_SLICES"); v != nullptr && *v != '\0') {
@@ -71,6 +73,7 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size) {
   const std::string sg = dev_.features().subgroup_arith ? "_sg" : "";
   for (GgmlType t : types) {
     pipes_.get("mm_" + weight_type_suffix(t) + sg, {wg_, kTokenTile});
+    pipes_.get("mt_" + weight_type_suffix(t), {});
     if (mv_max_t_ > 0) {
       for (uint32_t tt = 1; tt <= std::min(mv_max_t_, 8u); tt *= 2) {
         pipes_.get("mv_" + weight_type_suffix(t), {mv_wg_, tt, mv_rows_});
@@ -132,6 +135,12 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     const uint32_t gx = std::min({ceil_div(max_n, rows),
                                   dev_.props().limits.maxComputeWorkGroupCount[0], max_row_groups_});
     vkCmdDispatch(cb, gx, ceil_div(T, tt), static_cast<uint32_t>(slots.size()));
+    return;
+  }
+  if (k32 && T > mv_max_t_ && T >= mt_min_t_) {
+    bind(cb, set, pipes_.get("mt_" + weight_type_suffix(type), {}), &pc, sizeof(pc));
+    vkCmdDispatch(cb, ceil_div(max_n, kTileRows), ceil_div(T, kTileTokens),
+                  static_cast<uint32_t>(slots.size()));
     return;
   }
   const std::string sg = dev_.features().subgroup_arith ? "_sg" : "";

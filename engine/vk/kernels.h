@@ -83,6 +83,8 @@ class Kernels {
   // The decode matvec (mv.comp): used for T <= mv_max_t_ when subgroups exist; its workgroup
   // size and rows per subgroup ($RWKVD_VK_MV_MAX_T, _WG, _ROWS override them for tuning).
   uint32_t mv_max_t_ = 0, mv_wg_ = 64, mv_rows_ = 2;
+  // The tiled product (mt.comp) for T > mv_max_t_ and T >= mt_min_t_ ($RWKVD_VK_MT_MIN_T).
+  uint32_t mt_min_t_ = 9;
 };
 
 // Shader-name suffix of a weight type ("q4_k").
