@@ -59,6 +59,7 @@ class Forward {
   // After the shape's command buffers completed: adds their kernel times to the profile
   // ($RWKVD_VK_PROFILE; nothing otherwise).
   void collect_profile(const ForwardShape& shape);
+  Profiler& profiler() { return profiler_; }
   // Dispatches recorded for one layer of a decode step (for reports and tests).
   uint32_t dispatches_per_layer() const { return dispatches_per_layer_; }
 

@@ -31,6 +31,23 @@ uint32_t env_u32(const char* name, uint32_t fallback) {
   return v != nullptr && *v != '\0' ? static_cast<uint32_t>(std::strtoul(v, nullptr, 10)) : fallback;
 }
 
+// mv.comp's pieces per lane loaded together: what keeps a short row's loads in flight, bounded
+// by the registers a piece holds (F32 32 words, F16 16, K-quants 8-12, others decoded: 32).
+uint32_t mv_unroll(GgmlType t) {
+  if (const uint32_t u = env_u32("RWKVD_VK_MV_UNROLL", 0); u > 0) return std::min(u, 4u);
+  switch (t) {
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+      return 4;
+    case GgmlType::F16:
+    case GgmlType::BF16:
+    case GgmlType::F32:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
 // mv.comp's tokens per workgroup for T tokens: the smallest of 1, 2, 4, 8 that holds them.
 uint32_t mv_tokens(uint32_t T) {
   return T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : 8;
@@ -65,7 +82,7 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   if (dev.features().subgroup_arith) {
     mv_max_t_ = env_u32("RWKVD_VK_MV_MAX_T", 32);
     mv_wg_ = std::max(dev.features().subgroup_size, env_u32("RWKVD_VK_MV_WG", wg_));
-    mv_rows_ = std::clamp(env_u32("RWKVD_VK_MV_ROWS", 2), 1u, 4u);
+    mv_rows_ = std::clamp(env_u32("RWKVD_VK_MV_ROWS", 1), 1u, 4u);
   }
 }
 
@@ -76,7 +93,7 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size) {
     pipes_.get("mt_" + weight_type_suffix(t), {});
     if (mv_max_t_ > 0) {
       for (uint32_t tt = 1; tt <= std::min(mv_max_t_, 8u); tt *= 2) {
-        pipes_.get("mv_" + weight_type_suffix(t), {mv_wg_, tt, mv_rows_});
+        pipes_.get("mv_" + weight_type_suffix(t), {mv_wg_, tt, mv_rows_, mv_unroll(t)});
       }
     }
     pipes_.get("embed_" + weight_type_suffix(t), {row_wg_});
@@ -129,8 +146,8 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
   for (const MmSlot& sl : slots) k32 = k32 && sl.K % 32 == 0;
   if (k32 && T <= mv_max_t_) {
     const uint32_t tt = mv_tokens(T);
-    bind(cb, set, pipes_.get("mv_" + weight_type_suffix(type), {mv_wg_, tt, mv_rows_}), &pc,
-         sizeof(pc));
+    bind(cb, set, pipes_.get("mv_" + weight_type_suffix(type), {mv_wg_, tt, mv_rows_, mv_unroll(type)}),
+         &pc, sizeof(pc));
     const uint32_t rows = mv_wg_ / dev_.features().subgroup_size * mv_rows_;
     const uint32_t gx = std::min({ceil_div(max_n, rows),
                                   dev_.props().limits.maxComputeWorkGroupCount[0], max_row_groups_});

@@ -81,8 +81,9 @@ class Kernels {
   uint32_t dispatches_ = 0;
   uint32_t max_row_groups_ = UINT32_MAX;  // most workgroups along the rows of a product
   // The decode matvec (mv.comp): used for T <= mv_max_t_ when subgroups exist; its workgroup
-  // size and rows per subgroup ($RWKVD_VK_MV_MAX_T, _WG, _ROWS override them for tuning).
-  uint32_t mv_max_t_ = 0, mv_wg_ = 64, mv_rows_ = 2;
+  // size and rows per subgroup ($RWKVD_VK_MV_MAX_T, _WG, _ROWS, _UNROLL override them for
+  // tuning).
+  uint32_t mv_max_t_ = 0, mv_wg_ = 64, mv_rows_ = 1;
   // The tiled product (mt.comp) for T > mv_max_t_ and T >= mt_min_t_ ($RWKVD_VK_MT_MIN_T).
   uint32_t mt_min_t_ = 9;
 };

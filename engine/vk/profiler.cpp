@@ -97,6 +97,13 @@ void Profiler::collect(const std::vector<uint32_t>& recordings) {
   ++forwards_[tokens];
 }
 
+void Profiler::host(uint32_t tokens, const std::string& label, double us) {
+  if (!enabled_) return;
+  Total& t = host_[{tokens, label}];
+  ++t.calls;
+  t.us += us;
+}
+
 void Profiler::forget(const std::vector<uint32_t>& recordings) {
   for (uint32_t id : recordings) {
     if (id != UINT32_MAX) recordings_.at(id).labels.clear();
@@ -127,6 +134,13 @@ std::string Profiler::report() const {
                     static_cast<double>(t.calls) / static_cast<double>(forwards),
                     t.us / static_cast<double>(forwards), t.us / static_cast<double>(t.calls),
                     100 * t.us / sum);
+      o << line;
+    }
+    for (const auto& [key, t] : host_) {
+      if (key.first != tokens) continue;
+      std::snprintf(line, sizeof line, "| host: %s | %.1f | %.1f | %.2f | |\n", key.second.c_str(),
+                    static_cast<double>(t.calls) / static_cast<double>(forwards),
+                    t.us / static_cast<double>(forwards), t.us / static_cast<double>(t.calls));
       o << line;
     }
   }

@@ -32,6 +32,8 @@ class Profiler {
   void stamp(VkCommandBuffer cb, uint32_t recording, const std::string& label);
   // Reads the results of recordings whose command buffers completed.
   void collect(const std::vector<uint32_t>& recordings);
+  // Host time of one forward's phase (prepare, GPU wait, output copy), reported beside the GPU's.
+  void host(uint32_t tokens, const std::string& label, double us);
   // Drops recordings whose command buffers were freed.
   void forget(const std::vector<uint32_t>& recordings);
 
@@ -58,6 +60,7 @@ class Profiler {
   uint32_t capacity_ = 0, next_ = 0;
   std::vector<Recording> recordings_;
   std::map<std::pair<uint32_t, std::string>, Total> totals_;  // (tokens, label)
+  std::map<std::pair<uint32_t, std::string>, Total> host_;   // (tokens, label)
   std::map<uint32_t, uint64_t> forwards_;                     // tokens -> forwards collected
 };
 
