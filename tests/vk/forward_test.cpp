@@ -7,39 +7,18 @@
 
 #include "engine/backend.h"
 #include "engine/error.h"
-#include "engine/vk/device.h"
-#include "engine/vk/vk_backend.h"
 #include "tests/support/compare.h"
 #include "tests/support/fixtures.h"
-#include "tests/vk/vk_harness.h"
+#include "tests/vk/backend_harness.h"
 
 namespace rwkvd::engine {
 namespace {
 
 using test::compare_rows;
+using test::gpu;
+using test::run_one;
 
-std::vector<float> run_one(Backend& b, std::span<const int32_t> toks, OutputMode mode,
-                           uint32_t slot = 0) {
-  b.reset_state(slot);
-  const SequenceInput in{slot, toks, mode};
-  return b.run({&in, 1})[0].data;
-}
-
-std::unique_ptr<VkBackend> gpu(const std::filesystem::path& p, uint32_t chunk = 256,
-                               uint32_t slots = 1) {
-  test::enable_validation();
-  BackendOptions o;
-  o.max_chunk = chunk;
-  o.n_slots = slots;
-  return make_vk_backend(Rwkv7Model::load(p.string()), o);
-}
-
-class VkForward : public ::testing::Test {
- protected:
-  void SetUp() override { errors_ = vk::Device::validation_errors(); }
-  void TearDown() override { RWKVD_EXPECT_NO_VALIDATION_ERRORS(errors_); }
-  uint64_t errors_ = 0;
-};
+class VkForward : public test::VkBackendTest {};
 
 // Exact-weight paths: only the order of float additions differs from llama.cpp. The README
 // measures llama.cpp 9.5e-7 (tiny) and 6.8e-6 (synthetic-A) from itself under batching and
