@@ -6,12 +6,14 @@
 #include "engine/backend.h"
 #include "engine/error.h"
 #include "tests/support/compare.h"
+#include "tests/support/fixture_bounds.h"
 #include "tests/support/fixtures.h"
 
 namespace rwkvd::engine {
 namespace {
 
 using test::compare_rows;
+using test::long_prompt;
 
 std::vector<float> run_one(Backend& b, std::span<const int32_t> toks, OutputMode mode) {
   b.reset_state(0);
@@ -42,8 +44,8 @@ TEST(CpuForward, TinyMatchesPytorchLogits) {
   for (const char* variant : {"f32", "f16"}) {
     auto b = cpu(test::fixtures_root() / "rwkv7" /
                  (std::string("tiny-rwkv7-834K.") + variant + ".gguf"));
-    const auto d = compare_rows(run_one(*b, toks, OutputMode::kLastLogits),
-                                test::read_f32_file(ref), 256);
+    const auto d =
+        compare_rows(run_one(*b, toks, OutputMode::kLastLogits), test::read_f32_file(ref), 256);
     std::printf("tiny %s vs PyTorch: %s\n", variant, d.str().c_str());
     EXPECT_LT(d.max_abs, kTinyTol) << variant;
   }
@@ -51,20 +53,18 @@ TEST(CpuForward, TinyMatchesPytorchLogits) {
 
 TEST(CpuForward, TinyText200MatchesLlamaAllPositions) {
   RWKVD_FIXTURE(prompt, "rwkv7/tiny-rwkv7-834K.text200.txt");
-  const std::string text = test::read_text_file(prompt);
-  std::vector<int32_t> toks(text.begin(), text.end());
-  for (auto& t : toks) t = static_cast<uint8_t>(t);
+  const auto toks = test::text200_tokens();
   for (const std::string variant : {"f32", "f16"}) {
     const auto dir = test::fixtures_root() / "rwkv7";
     auto b = cpu(dir / ("tiny-rwkv7-834K." + variant + ".gguf"), 64);
-    const auto lg = compare_rows(run_one(*b, toks, OutputMode::kAllLogits),
-                                 test::read_f32_file(dir / ("tiny-rwkv7-834K." + variant +
-                                                            ".text200.llama.logits.f32.bin")),
-                                 256);
-    const auto em = compare_rows(run_one(*b, toks, OutputMode::kAllEmbeddings),
-                                 test::read_f32_file(dir / ("tiny-rwkv7-834K." + variant +
-                                                            ".text200.llama.embd.f32.bin")),
-                                 64);
+    const auto lg = compare_rows(
+        run_one(*b, toks, OutputMode::kAllLogits),
+        test::read_f32_file(dir / ("tiny-rwkv7-834K." + variant + ".text200.llama.logits.f32.bin")),
+        256);
+    const auto em = compare_rows(
+        run_one(*b, toks, OutputMode::kAllEmbeddings),
+        test::read_f32_file(dir / ("tiny-rwkv7-834K." + variant + ".text200.llama.embd.f32.bin")),
+        64);
     std::printf("tiny %s text200 logits: %s\n  embd: %s\n", variant.c_str(), lg.str().c_str(),
                 em.str().c_str());
     EXPECT_LT(lg.max_abs, kTinyTol);
@@ -72,66 +72,33 @@ TEST(CpuForward, TinyText200MatchesLlamaAllPositions) {
   }
 }
 
-// Quantized files: llama.cpp quantizes activations to Q8 where it multiplies by quantized
-// weights and we keep them float32, so we must not expect its bits. Our difference from
-// llama.cpp's output for a variant must stay below that variant's own difference from F32
-// (the README's table; embeddings from manifest.json), and every position must correlate at
-// least as well as the README's lowest per-position correlation of the variant with F32.
-struct Variant {
-  const char* name;
-  double logits_max, logits_mean, embd_max, embd_mean, min_pearson;
-};
-constexpr Variant kVariants[] = {
-    {"f32", kSyntheticTol, 2e-6, kSyntheticTol, 2e-6, 0.99999},
-    {"f16", kSyntheticTol, 2e-6, kSyntheticTol, 2e-6, 0.99999},
-    {"q8_0", 0.4997, 0.0521, 0.1628, 0.0162, 0.9986},
-    {"q6_k", 0.8286, 0.1345, 0.2961, 0.0421, 0.9975},
-    {"q5_k_m", 1.5011, 0.2490, 0.4958, 0.0812, 0.9907},
-    {"q4_k_m", 3.0199, 0.4738, 1.0367, 0.1563, 0.9647},
-    {"q4_0", 3.2018, 0.5579, 0.9435, 0.1844, 0.9606},
-};
+using test::VariantBounds;
 
-void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
-
-class SyntheticA : public ::testing::TestWithParam<Variant> {};
+class SyntheticA : public ::testing::TestWithParam<VariantBounds> {};
 
 TEST_P(SyntheticA, MatchesLlamaLogitsAndEmbeddingsEveryPosition) {
-  const Variant v = GetParam();
+  const VariantBounds v = GetParam();
   const std::string stem = std::string("synthetic-A.") + v.name;
   RWKVD_FIXTURE(model, "rwkv7/" + stem + ".gguf");
   const auto dir = test::fixtures_root() / "rwkv7";
   const auto toks = test::manifest_tokens(stem + ".seq64.llama.logits.f32.bin");
   auto b = cpu(model, 16);
-  const auto lg = compare_rows(run_one(*b, toks, OutputMode::kAllLogits),
-                               test::read_f32_file(dir / (stem + ".seq64.llama.logits.f32.bin")),
-                               1024);
-  const auto em = compare_rows(run_one(*b, toks, OutputMode::kAllEmbeddings),
-                               test::read_f32_file(dir / (stem + ".seq64.llama.embd.f32.bin")),
-                               256);
+  const auto lg =
+      compare_rows(run_one(*b, toks, OutputMode::kAllLogits),
+                   test::read_f32_file(dir / (stem + ".seq64.llama.logits.f32.bin")), 1024);
+  const auto em =
+      compare_rows(run_one(*b, toks, OutputMode::kAllEmbeddings),
+                   test::read_f32_file(dir / (stem + ".seq64.llama.embd.f32.bin")), 256);
   std::printf("%s logits: %s\n  embd: %s\n", stem.c_str(), lg.str().c_str(), em.str().c_str());
-  EXPECT_LT(lg.max_abs, v.logits_max);
-  EXPECT_LT(lg.mean_abs, v.logits_mean);
-  EXPECT_GE(lg.min_row_pearson, v.min_pearson);
-  EXPECT_LT(em.max_abs, v.embd_max);
-  EXPECT_LT(em.mean_abs, v.embd_mean);
-  EXPECT_GE(em.min_row_pearson, v.min_pearson);
+  test::expect_within(v, lg, em);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllVariants, SyntheticA, ::testing::ValuesIn(kVariants),
+INSTANTIATE_TEST_SUITE_P(AllVariants, SyntheticA,
+                         ::testing::ValuesIn(test::synthetic_a_bounds(kSyntheticTol, 2e-6)),
                          [](const auto& p) { return std::string(p.param.name); });
 
 // Chunking and batching change only the order of float additions.
 constexpr double kReorderTol = 1e-5;
-
-std::vector<int32_t> long_prompt(size_t n, uint32_t vocab) {
-  std::vector<int32_t> t(n);
-  uint64_t x = 12345;
-  for (auto& v : t) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    v = static_cast<int32_t>((x >> 33) % vocab);
-  }
-  return t;
-}
 
 TEST(CpuForward, AnyChunkSizeGivesTheSameResult) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q4_0.gguf");

@@ -8,6 +8,7 @@
 #include "engine/backend.h"
 #include "engine/error.h"
 #include "tests/support/compare.h"
+#include "tests/support/fixture_bounds.h"
 #include "tests/support/fixtures.h"
 #include "tests/vk/backend_harness.h"
 
@@ -16,6 +17,7 @@ namespace {
 
 using test::compare_rows;
 using test::gpu;
+using test::long_prompt;
 using test::run_one;
 
 class VkForward : public test::VkBackendTest {};
@@ -27,17 +29,9 @@ class VkForward : public test::VkBackendTest {};
 constexpr double kTinyTol = 5e-6;
 constexpr double kSyntheticTol = 4e-5;
 
-std::vector<int32_t> text200() {
-  const std::string text =
-      test::read_text_file(test::fixtures_root() / "rwkv7/tiny-rwkv7-834K.text200.txt");
-  std::vector<int32_t> toks(text.begin(), text.end());
-  for (auto& t : toks) t = static_cast<uint8_t>(t);
-  return toks;
-}
-
 TEST_F(VkForward, TinyText200MatchesLlamaAllPositions) {
   RWKVD_FIXTURE(prompt, "rwkv7/tiny-rwkv7-834K.text200.txt");
-  const auto toks = text200();
+  const auto toks = test::text200_tokens();
   const auto dir = test::fixtures_root() / "rwkv7";
   for (const std::string variant : {"f32", "f16"}) {
     auto b = gpu(dir / ("tiny-rwkv7-834K." + variant + ".gguf"), 64, 2);
@@ -63,27 +57,8 @@ TEST_F(VkForward, TinyText200MatchesLlamaAllPositions) {
   }
 }
 
-// Quantized files: llama.cpp quantizes activations to Q8 where it multiplies by quantized
-// weights and we keep them float32, so its bits are not ours. Our difference from llama.cpp for
-// a variant must stay below that variant's own difference from F32 (README table; embeddings
-// from manifest.json), and every position must correlate at least as well as the README's
-// lowest per-position correlation of the variant with F32.
-struct Variant {
-  const char* name;
-  double logits_max, logits_mean, embd_max, embd_mean, min_pearson;
-};
-constexpr Variant kVariants[] = {
-    {"f32", kSyntheticTol, 4e-6, kSyntheticTol, 4e-6, 0.99999},
-    {"f16", kSyntheticTol, 4e-6, kSyntheticTol, 4e-6, 0.99999},
-    {"q8_0", 0.4997, 0.0521, 0.1628, 0.0162, 0.9986},
-    {"q6_k", 0.8286, 0.1345, 0.2961, 0.0421, 0.9975},
-    {"q5_k_m", 1.5011, 0.2490, 0.4958, 0.0812, 0.9907},
-    {"q4_k_m", 3.0199, 0.4738, 1.0367, 0.1563, 0.9647},
-    {"q4_0", 3.2018, 0.5579, 0.9435, 0.1844, 0.9606},
-};
-
 TEST_F(VkForward, SyntheticAMatchesLlamaEveryVariantEveryPosition) {
-  for (const Variant& v : kVariants) {
+  for (const test::VariantBounds& v : test::synthetic_a_bounds(kSyntheticTol, 4e-6)) {
     const std::string stem = std::string("synthetic-A.") + v.name;
     RWKVD_FIXTURE(model, "rwkv7/" + stem + ".gguf");
     const auto dir = test::fixtures_root() / "rwkv7";
@@ -98,12 +73,7 @@ TEST_F(VkForward, SyntheticAMatchesLlamaEveryVariantEveryPosition) {
     const auto em = compare_rows(
         out[1].data, test::read_f32_file(dir / (stem + ".seq64.llama.embd.f32.bin")), 256);
     std::printf("%s logits: %s\n  embd: %s\n", stem.c_str(), lg.str().c_str(), em.str().c_str());
-    EXPECT_LT(lg.max_abs, v.logits_max) << v.name;
-    EXPECT_LT(lg.mean_abs, v.logits_mean) << v.name;
-    EXPECT_GE(lg.min_row_pearson, v.min_pearson) << v.name;
-    EXPECT_LT(em.max_abs, v.embd_max) << v.name;
-    EXPECT_LT(em.mean_abs, v.embd_mean) << v.name;
-    EXPECT_GE(em.min_row_pearson, v.min_pearson) << v.name;
+    test::expect_within(v, lg, em);
   }
 }
 
@@ -121,7 +91,7 @@ constexpr double kReorderTol = 1e-5;
 // (~55 s in all, most of it chunk 1: a whole forward per token).
 TEST_F(VkForward, AnyChunkSizeGivesTheSameResult) {
   RWKVD_FIXTURE(model, "rwkv7/tiny-rwkv7-834K.f32.gguf");
-  const auto text = text200();
+  const auto text = test::text200_tokens();
   std::vector<int32_t> toks;
   while (toks.size() < 1000) toks.push_back(text[toks.size() % text.size()]);
   std::vector<float> ref_logits, ref_state;
@@ -145,16 +115,6 @@ TEST_F(VkForward, AnyChunkSizeGivesTheSameResult) {
     EXPECT_LT(dl.max_abs, kReorderTol) << "chunk " << chunk << ": " << dl.str();
     EXPECT_LT(ds.max_abs, kReorderTol) << "chunk " << chunk << ": " << ds.str();
   }
-}
-
-std::vector<int32_t> long_prompt(size_t n, uint32_t vocab) {
-  std::vector<int32_t> t(n);
-  uint64_t x = 12345;
-  for (auto& v : t) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    v = static_cast<int32_t>((x >> 33) % vocab);
-  }
-  return t;
 }
 
 TEST_F(VkForward, BatchEqualsSequencesAlone) {
