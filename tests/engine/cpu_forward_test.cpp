@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "engine/backend.h"
-#include "engine/error.h"
+#include "tests/support/backend_checks.h"
 #include "tests/support/compare.h"
 #include "tests/support/fixture_bounds.h"
 #include "tests/support/fixtures.h"
@@ -14,12 +14,7 @@ namespace {
 
 using test::compare_rows;
 using test::long_prompt;
-
-std::vector<float> run_one(Backend& b, std::span<const int32_t> toks, OutputMode mode) {
-  b.reset_state(0);
-  const SequenceInput in{0, toks, mode};
-  return b.run({&in, 1})[0].data;
-}
+using test::run_one;
 
 std::unique_ptr<Backend> cpu(const std::filesystem::path& p, uint32_t chunk = 256,
                              uint32_t slots = 1) {
@@ -102,87 +97,27 @@ constexpr double kReorderTol = 1e-5;
 
 TEST(CpuForward, AnyChunkSizeGivesTheSameResult) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q4_0.gguf");
-  const auto toks = long_prompt(300, 1024);
-  std::vector<float> ref;
-  for (uint32_t chunk : {1u, 7u, 64u, 256u}) {
-    auto b = cpu(model, chunk);
-    auto out = run_one(*b, toks, OutputMode::kAllLogits);
-    std::vector<float> state(b->hparams().state_floats());
-    b->read_state(0, state);
-    out.insert(out.end(), state.begin(), state.end());
-    if (ref.empty()) {
-      ref = out;
-      continue;
-    }
-    const auto d = compare_rows(out, ref, 256);  // logits rows then the state
-    EXPECT_LT(d.max_abs, kReorderTol) << "chunk " << chunk << ": " << d.str();
-  }
+  test::expect_same_for_any_chunk([&](uint32_t chunk) { return cpu(model, chunk); },
+                                  long_prompt(300, 1024), {1u, 7u, 64u, 256u}, kReorderTol);
 }
 
 TEST(CpuForward, BatchEqualsSequencesAlone) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q8_0.gguf");
-  const size_t lens[4] = {1, 17, 64, 5};
-  const OutputMode modes[4] = {OutputMode::kLastLogits, OutputMode::kAllEmbeddings,
-                               OutputMode::kAllLogits, OutputMode::kLastEmbedding};
-  std::vector<std::vector<int32_t>> seqs;
-  for (size_t i = 0; i < 4; ++i) seqs.push_back(long_prompt(lens[i] + 100 * i, 1024));
-  for (size_t i = 0; i < 4; ++i) seqs[i].resize(lens[i]);
   auto b = cpu(model, 8, 4);
-  std::vector<SequenceInput> batch;
-  for (uint32_t i = 0; i < 4; ++i) batch.push_back({i, seqs[i], modes[i]});
-  const auto together = b->run(batch);
-  auto alone = cpu(model, 8, 1);
-  for (size_t i = 0; i < 4; ++i) {
-    const auto single = run_one(*alone, seqs[i], modes[i]);
-    const int64_t width = static_cast<int64_t>(together[i].shape.back());
-    const auto d = compare_rows(together[i].data, single, width);
-    EXPECT_LT(d.max_abs, kReorderTol) << "sequence " << i << ": " << d.str();
-    std::vector<float> s_batch(b->hparams().state_floats()), s_alone(s_batch.size());
-    b->read_state(static_cast<uint32_t>(i), s_batch);
-    alone->read_state(0, s_alone);
-    EXPECT_LT(compare_rows(s_batch, s_alone, 256).max_abs, kReorderTol) << "state " << i;
-  }
+  test::expect_batch_equals_alone(*b, {1, 17, 64, 5}, kReorderTol);
 }
 
 TEST(CpuForward, StateRoundTripContinuesExactly) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.f32.gguf");
-  const auto toks = long_prompt(40, 1024);
-  const std::span<const int32_t> all(toks), head = all.first(25), tail = all.subspan(25);
   auto b = cpu(model, 256, 3);
-  const auto full = run_one(*b, all, OutputMode::kLastLogits);
-
-  run_one(*b, head, OutputMode::kNone);
-  std::vector<float> state(b->hparams().state_floats());
-  b->read_state(0, state);
-  b->reset_state(0);
-  b->write_state(2, state);
-  b->copy_state(2, 1);
-  const SequenceInput cont{1, tail, OutputMode::kLastLogits};
-  const auto resumed = b->run({&cont, 1})[0].data;
-  // The same float operations in the same order: bit-identical.
-  EXPECT_EQ(resumed, full);
+  const auto state = test::expect_state_round_trip_exact(*b, long_prompt(40, 1024), 25);
   EXPECT_EQ(state.size(), 3u * (64 + 2) * 256);
 }
 
 TEST(CpuForward, RejectsBadInputWithoutTouchingState) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.f32.gguf");
   auto b = cpu(model, 256, 2);
-  const std::vector<int32_t> good{1, 2, 3}, bad{1, 1024, 3}, neg{-1};
-  std::vector<float> before(b->hparams().state_floats()), after(before.size());
-  run_one(*b, good, OutputMode::kNone);
-  b->read_state(0, before);
-  const SequenceInput in_bad{0, bad, OutputMode::kLastLogits};
-  EXPECT_THROW(b->run({&in_bad, 1}), EngineError);
-  const SequenceInput in_neg{0, neg, OutputMode::kLastLogits};
-  EXPECT_THROW(b->run({&in_neg, 1}), EngineError);
-  const SequenceInput in_slot{7, good, OutputMode::kLastLogits};
-  EXPECT_THROW(b->run({&in_slot, 1}), EngineError);
-  const SequenceInput twice[2] = {{1, good, OutputMode::kNone}, {1, good, OutputMode::kNone}};
-  EXPECT_THROW(b->run(twice), EngineError);
-  b->read_state(0, after);
-  EXPECT_EQ(before, after);
-  std::vector<float> wrong(10);
-  EXPECT_THROW(b->write_state(0, wrong), EngineError);
+  test::expect_rejects_bad_input(*b);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #pragma once
-// Helpers for tests of the whole Vulkan backend: open a model with validation on, run one
-// sequence from a fresh state, and a fixture that fails on any validation error.
+// Helpers for tests of the whole Vulkan backend: open a model with validation on, and a
+// fixture that fails on any validation error (run_one and the shared checks come with it).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -11,16 +11,10 @@
 #include "engine/backend.h"
 #include "engine/vk/device.h"
 #include "engine/vk/vk_backend.h"
+#include "tests/support/backend_checks.h"
 #include "tests/vk/vk_harness.h"
 
 namespace rwkvd::test {
-
-inline std::vector<float> run_one(engine::Backend& b, std::span<const int32_t> toks,
-                                  engine::OutputMode mode, uint32_t slot = 0) {
-  b.reset_state(slot);
-  const engine::SequenceInput in{slot, toks, mode};
-  return b.run({&in, 1})[0].data;
-}
 
 inline std::unique_ptr<engine::VkBackend> gpu(const std::filesystem::path& p, uint32_t chunk = 256,
                                               uint32_t slots = 1) {

@@ -2,11 +2,9 @@
 // chunking, batching and state transfers. Validation is on; any validation error fails.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstdio>
 
 #include "engine/backend.h"
-#include "engine/error.h"
 #include "tests/support/compare.h"
 #include "tests/support/fixture_bounds.h"
 #include "tests/support/fixtures.h"
@@ -94,80 +92,26 @@ TEST_F(VkForward, AnyChunkSizeGivesTheSameResult) {
   const auto text = test::text200_tokens();
   std::vector<int32_t> toks;
   while (toks.size() < 1000) toks.push_back(text[toks.size() % text.size()]);
-  std::vector<float> ref_logits, ref_state;
-  for (uint32_t chunk : {256u, 1u, 7u, 64u}) {
-    const auto t0 = std::chrono::steady_clock::now();
-    auto b = gpu(model, chunk);
-    const auto logits = run_one(*b, toks, OutputMode::kAllLogits);
-    std::vector<float> state(b->hparams().state_floats());
-    b->read_state(0, state);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (ref_logits.empty()) {
-      ref_logits = logits;
-      ref_state = state;
-      std::printf("chunk %u: %.1f s\n", chunk, s);
-      continue;
-    }
-    const auto dl = compare_rows(logits, ref_logits, 256);
-    const auto ds = compare_rows(state, ref_state, 256);
-    std::printf("chunk %u: %.1f s\n  logits: %s\n  state: %s\n", chunk, s, dl.str().c_str(),
-                ds.str().c_str());
-    EXPECT_LT(dl.max_abs, kReorderTol) << "chunk " << chunk << ": " << dl.str();
-    EXPECT_LT(ds.max_abs, kReorderTol) << "chunk " << chunk << ": " << ds.str();
-  }
+  test::expect_same_for_any_chunk([&](uint32_t chunk) { return gpu(model, chunk); }, toks,
+                                  {256u, 1u, 7u, 64u}, kReorderTol);
 }
 
 TEST_F(VkForward, BatchEqualsSequencesAlone) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q4_k_m.gguf");
-  const size_t lens[4] = {1, 17, 40, 5};
-  const OutputMode modes[4] = {OutputMode::kLastLogits, OutputMode::kAllEmbeddings,
-                               OutputMode::kAllLogits, OutputMode::kLastEmbedding};
-  std::vector<std::vector<int32_t>> seqs;
-  for (size_t i = 0; i < 4; ++i) seqs.push_back(long_prompt(lens[i] + 100 * i, 1024));
-  for (size_t i = 0; i < 4; ++i) seqs[i].resize(lens[i]);
   auto b = gpu(model, 16, 4);  // 40 tokens run as 3 chunks
-  std::vector<SequenceInput> batch;
-  for (uint32_t i = 0; i < 4; ++i) batch.push_back({i, seqs[i], modes[i]});
-  const auto together = b->run(batch);
-  std::vector<float> s_batch(b->hparams().state_floats()), s_alone(s_batch.size());
-  for (uint32_t i = 0; i < 4; ++i) {
-    b->read_state(i, s_batch);
-    const auto single = run_one(*b, seqs[i], modes[i], i);
-    const int64_t width = static_cast<int64_t>(together[i].shape.back());
-    const auto d = compare_rows(together[i].data, single, width);
-    EXPECT_LT(d.max_abs, kReorderTol) << "sequence " << i << ": " << d.str();
-    b->read_state(i, s_alone);
-    EXPECT_LT(compare_rows(s_batch, s_alone, 256).max_abs, kReorderTol) << "state " << i;
-  }
+  test::expect_batch_equals_alone(*b, {1, 17, 40, 5}, kReorderTol);
 }
 
 TEST_F(VkForward, StateRoundTripContinuesExactly) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.f32.gguf");
   const auto toks = long_prompt(40, 1024);
-  const std::span<const int32_t> all(toks), head = all.first(25), tail = all.subspan(25);
   auto b = gpu(model, 256, 3);
-  const auto full = run_one(*b, all, OutputMode::kLastLogits);
-
-  run_one(*b, head, OutputMode::kNone);
-  std::vector<float> state(b->hparams().state_floats());
-  b->read_state(0, state);
-  b->reset_state(0);
-  b->write_state(2, state);
-  b->copy_state(2, 1);
-  const SequenceInput cont{1, tail, OutputMode::kLastLogits};
-  const auto resumed = b->run({&cont, 1})[0].data;
-  // The same kernels on the same data in the same order: bit-identical.
-  EXPECT_EQ(resumed, full);
-  std::vector<float> zero(state.size()), cleared(state.size());
-  b->read_state(0, cleared);
-  EXPECT_EQ(cleared, zero);
+  const auto state = test::expect_state_round_trip_exact(*b, toks, 25);
 
   // The layout is docs/STATE_LAYOUT.md's: the CPU reference leaves the same numbers.
   auto cpu = make_cpu_backend(Rwkv7Model::load(model.string()), {});
-  run_one(*cpu, head, OutputMode::kNone);
-  std::vector<float> s_cpu(state.size());
-  cpu->read_state(0, s_cpu);
-  const auto d = compare_rows(state, s_cpu, 256);
+  run_one(*cpu, std::span<const int32_t>(toks).first(25), OutputMode::kNone);
+  const auto d = compare_rows(state, test::read_state(*cpu, 0), 256);
   std::printf("state after 25 tokens vs cpu: %s\n", d.str().c_str());
   EXPECT_LT(d.max_abs, 1e-4);
 }
@@ -175,25 +119,11 @@ TEST_F(VkForward, StateRoundTripContinuesExactly) {
 TEST_F(VkForward, RejectsBadInputWithoutTouchingState) {
   RWKVD_FIXTURE(model, "rwkv7/tiny-rwkv7-834K.f32.gguf");
   auto b = gpu(model, 256, 2);
-  const std::vector<int32_t> good{1, 2, 3}, bad{1, 256, 3}, neg{-1};
-  std::vector<float> before(b->hparams().state_floats()), after(before.size());
-  run_one(*b, good, OutputMode::kNone);
-  b->read_state(0, before);
-  const SequenceInput in_bad{0, bad, OutputMode::kLastLogits};
-  EXPECT_THROW(b->run({&in_bad, 1}), EngineError);
-  const SequenceInput in_neg{0, neg, OutputMode::kLastLogits};
-  EXPECT_THROW(b->run({&in_neg, 1}), EngineError);
-  const SequenceInput in_slot{7, good, OutputMode::kLastLogits};
-  EXPECT_THROW(b->run({&in_slot, 1}), EngineError);
-  b->read_state(0, after);
-  EXPECT_EQ(before, after);
-  std::vector<float> wrong(10);
-  EXPECT_THROW(b->write_state(0, wrong), EngineError);
-  EXPECT_THROW(b->copy_state(0, 2), EngineError);
+  test::expect_rejects_bad_input(*b);
 }
 
 // A staging area far smaller than the model: many double-buffered rounds, tensors split
-// across them; the forward starts while layers are still arriving. Same result.
+// across them. Same result. (upload_test.cpp shows the forward starting before residency.)
 TEST_F(VkForward, SmallStagingUploadsTheSameWeights) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q5_k_m.gguf");
   const auto toks = long_prompt(9, 1024);
