@@ -235,7 +235,7 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
     kernels_.out_ln(cb, base_set_, o);
     profiler_.stamp(cb, prof, "out_ln");
     if (s.n_logit > 0) {
-      Kernels::barrier(cb);
+      Kernels::compute_barrier(cb);
       record_mm(cb, head_, s.n_logit, prof);
     }
     if (s.n_out > 0) {
@@ -275,11 +275,11 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
                hp_.ln_eps};
   kernels_.shift(cb, base_set_, tm, s.T);
   profiler_.stamp(cb, prof, "shift att");
-  Kernels::barrier(cb);
+  Kernels::compute_barrier(cb);
   record_mm(cb, p.first, s.T, prof);
-  Kernels::barrier(cb);
+  Kernels::compute_barrier(cb);
   record_mm(cb, p.second, s.T, prof);
-  Kernels::barrier(cb);
+  Kernels::compute_barrier(cb);
   WkvArgs wk{D,
              a_.r,
              a_.k,
@@ -304,9 +304,9 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
              meta_seq()};
   kernels_.wkv(cb, base_set_, wk, hp_.n_head, N, s.B);
   profiler_.stamp(cb, prof, "wkv");
-  Kernels::barrier(cb);
+  Kernels::compute_barrier(cb);
   record_mm(cb, p.out, s.T, prof);
-  Kernels::barrier(cb);
+  Kernels::compute_barrier(cb);
   ShiftArgs cm{D,
                1,
                a_.x,
@@ -325,9 +325,9 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
                hp_.ln_eps};
   kernels_.shift(cb, base_set_, cm, s.T);
   profiler_.stamp(cb, prof, "shift ffn");
-  Kernels::barrier(cb);
+  Kernels::compute_barrier(cb);
   record_mm(cb, p.fkey, s.T, prof);
-  Kernels::barrier(cb);
+  Kernels::compute_barrier(cb);
   record_mm(cb, p.fval, s.T, prof);
 }
 

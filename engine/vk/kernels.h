@@ -64,6 +64,9 @@ class Kernels {
 
   // Makes every earlier shader/transfer write visible to every later shader/transfer access.
   static void barrier(VkCommandBuffer cb);
+  // Between two dispatches: shader writes visible to later shaders, nothing else (a barrier
+  // that also names transfers costs more on some drivers).
+  static void compute_barrier(VkCommandBuffer cb);
 
   uint32_t dispatches() const { return dispatches_; }  // recorded so far (for reports/tests)
 
@@ -71,6 +74,7 @@ class Kernels {
   // wkv_sg.comp (shuffles, 4 invocations per state row) rather than the portable wkv.comp;
   // $RWKVD_VK_WKV_PORTABLE forces the latter.
   bool wkv_sg(uint32_t head_size) const;
+  uint32_t mv_rows(uint32_t tokens) const;
   void bind(VkCommandBuffer cb, VkDescriptorSet set, VkPipeline p, const void* pc, uint32_t size);
   Device& dev_;
   Pipelines& pipes_;
@@ -83,7 +87,7 @@ class Kernels {
   // The decode matvec (mv.comp): used for T <= mv_max_t_ when subgroups exist; its workgroup
   // size and rows per subgroup ($RWKVD_VK_MV_MAX_T, _WG, _ROWS, _UNROLL override them for
   // tuning).
-  uint32_t mv_max_t_ = 0, mv_wg_ = 64, mv_rows_ = 1;
+  uint32_t mv_max_t_ = 0, mv_wg_ = 64, mv_rows_ = 0;  // rows 0: mv_rows() decides
   // The tiled product (mt.comp) for T > mv_max_t_ and T >= mt_min_t_ ($RWKVD_VK_MT_MIN_T).
   uint32_t mt_min_t_ = 9;
 };
