@@ -37,6 +37,7 @@ enum class ErrorCode : uint16_t {
   kUnsupported = 16,     // e.g. text ops on a model without a tokenizer
   kInternal = 17,        // an engine failure; the worker keeps serving
   kUnknownRequest = 18,  // cancel: no such request in flight
+  kQuotaExceeded = 19,   // a per-client cap: open sessions, requests in flight
 };
 const char* error_name(ErrorCode code);
 

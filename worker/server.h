@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <zmq.hpp>
 
 #include "engine/backend.h"
@@ -49,6 +50,9 @@ class Server {
   void deliver(Outgoing o, bool force_inline);
   bool place_tensors(Outgoing& o, bool force_inline);
   void send(const std::string& client, const protocol::Value& body);
+  // The client is gone (gone_for_good: unreachable) or has stopped reading (its queue is full):
+  // drop its work and leases; sessions too when it is gone for good.
+  void drop_client(const std::string& client, bool gone_for_good);
   void send_error(const std::string& client, uint64_t id, protocol::ErrorCode code,
                   const std::string& msg);
   void drain_outbox();
@@ -78,6 +82,9 @@ class Server {
     Clock::time_point deadline;
   };
   std::deque<Parked> parked_;  // waiting for ring space
+  // Requests of each client queued or running (server thread only), for the per-client cap.
+  std::unordered_map<std::string, uint32_t> inflight_;
+  Clock::time_point last_drop_log_{};
   std::atomic<bool> stop_{false};
   bool bound_ = false;
 };

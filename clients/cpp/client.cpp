@@ -1,11 +1,13 @@
 #include "clients/cpp/client.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <zmq.hpp>
 
 #include "protocol/codec.h"
 #include "protocol/endpoint.h"
+#include "protocol/ring_view.h"
 #include "protocol/shm_ring.h"
 
 namespace rwkvd::client {
@@ -60,22 +62,41 @@ const Value& need(const Value& body, const char* key) {
 
 struct Client::Impl {
   zmq::context_t ctx{1};
-  zmq::socket_t sock{ctx, zmq::socket_type::dealer};
+  zmq::socket_t sock;
+  // Our identity at the worker, which owns our leases and sessions by it. Random (not
+  // guessable) and kept across socket resets, so a reconnect to the same worker keeps both.
+  std::string routing_id = "c" + protocol::random_hex(16);
+  std::string endpoint;
   std::chrono::milliseconds timeout;
   bool use_shm;
   bool said_hello = false;
   uint64_t next_id = 1;
   std::shared_ptr<protocol::ShmReader> reader;
   std::shared_ptr<PendingReleases> pending = std::make_shared<PendingReleases>();
+
+  // A fresh DEALER: nothing queued for a dead worker survives, and the next call says hello
+  // again (mapping the ring of whichever worker now listens on the endpoint).
+  void reset() {
+    if (sock) sock.close();  // linger 0 (set below): queued requests are dropped
+    sock = zmq::socket_t(ctx, zmq::socket_type::dealer);
+    sock.set(zmq::sockopt::linger, 0);
+    sock.set(zmq::sockopt::routing_id, routing_id);
+    sock.connect(endpoint);
+    forget_ring();
+  }
+  void forget_ring() {
+    reader.reset();
+    said_hello = false;
+  }
 };
 
 Client::Client(std::string endpoint, std::chrono::milliseconds timeout, bool use_shm)
     : impl_(std::make_unique<Impl>()),
       endpoint_(endpoint.empty() ? protocol::default_endpoint() : std::move(endpoint)) {
+  impl_->endpoint = endpoint_;
   impl_->timeout = timeout;
   impl_->use_shm = use_shm;
-  impl_->sock.set(zmq::sockopt::linger, 200);
-  impl_->sock.connect(endpoint_);
+  impl_->reset();
 }
 
 Client::~Client() {
@@ -93,6 +114,9 @@ bool Client::shm_mapped() const {
 protocol::Reply Client::call(Request& req,
                              const std::function<void(const protocol::Reply&)>& on_more) {
   req.id = impl_->next_id++;
+  // A ring whose worker has exited belongs to a worker that was restarted under us: stop asking
+  // for shm tensors until a hello maps the new one.
+  if (impl_->reader && !impl_->reader->worker_alive()) impl_->forget_ring();
   req.shm = impl_->reader != nullptr;
   {
     std::lock_guard lock(impl_->pending->mu);
@@ -101,10 +125,16 @@ protocol::Reply Client::call(Request& req,
   }
   const std::string bytes = protocol::encode_request(req);
   impl_->sock.send(zmq::buffer(bytes), zmq::send_flags::none);
+  const auto deadline = std::chrono::steady_clock::now() + impl_->timeout;
   for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
     zmq::pollitem_t item{impl_->sock.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, impl_->timeout);
+    zmq::poll(&item, 1, std::max(left, std::chrono::milliseconds(0)));
     if (!(item.revents & ZMQ_POLLIN)) {
+      // The worker is gone or stuck. Start over on a fresh socket so the next call reaches a
+      // restarted worker without stale requests queued ahead of it.
+      impl_->reset();
       throw TimeoutError("no reply from " + endpoint_ + " within " +
                          std::to_string(impl_->timeout.count()) + " ms");
     }
@@ -125,15 +155,25 @@ Tensor Client::to_tensor(const Value& v) {
   const protocol::TensorDesc d = protocol::parse_tensor(v);
   Tensor t;
   t.shape = d.shape;
-  t.count_ = d.numel();
   if (d.shm) {
     if (!impl_->reader) throw std::runtime_error("worker sent a shm tensor to an unmapped client");
-    t.ptr_ = impl_->reader->resolve(*d.shm);
+    std::span<const float> f;
+    try {
+      f = protocol::tensor_floats(d, &impl_->reader->view());
+    } catch (const protocol::ProtocolError& e) {
+      // Not in our mapping: maybe a new worker with a new ring. Say hello again next time.
+      if (e.code() == protocol::ErrorCode::kUnknownLease) impl_->forget_ring();
+      throw;
+    }
+    t.ptr_ = f.data();
+    t.count_ = f.size();
     t.lease_ = std::make_shared<LeaseHandle>(d.shm->lease, impl_->reader, impl_->pending);
   } else {
-    t.owned_.resize(t.count_);
-    std::memcpy(t.owned_.data(), d.data->data(), t.count_ * sizeof(float));
+    const std::span<const float> f = protocol::tensor_floats(d, nullptr);  // checks the count
+    t.owned_.resize(f.size());
+    std::memcpy(t.owned_.data(), d.data->data(), f.size_bytes());
     t.ptr_ = t.owned_.data();
+    t.count_ = t.owned_.size();
   }
   return t;
 }
