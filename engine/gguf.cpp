@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <sstream>
@@ -13,6 +14,10 @@ namespace {
 
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as a little-endian u32
 constexpr uint32_t kMaxDims = 4;
+constexpr uint64_t kNoLimit = std::numeric_limits<uint64_t>::max();
+// Reservations driven by counts from the file are capped: a lying count must fail on the
+// truncation it causes, not on an allocation sized by it.
+constexpr uint64_t kMaxReserve = 1u << 16;
 
 size_t scalar_size(GgufValueType t) {
   switch (t) {
@@ -72,11 +77,13 @@ class Cursor {
     return v;
   }
 
+  // A string of at most `max_len` bytes (a limit of the format, not of the file: a length past
+  // the end of the file is reported as truncation).
   std::string_view read_string(uint64_t max_len, const std::string& what) {
     const uint64_t len = read<uint64_t>(what + " length");
     if (len > max_len) {
       fail(what + " length " + std::to_string(len) + " exceeds the limit of " +
-           std::to_string(max_len));
+           std::to_string(max_len) + " bytes");
     }
     auto s = take(len, what);
     return {reinterpret_cast<const char*>(s.data()), s.size()};
@@ -130,13 +137,14 @@ GgufArray read_array(Cursor& c, const std::string& what, const GgufLimits& limit
   }
   a.elem_type = static_cast<GgufValueType>(raw_elem);
   a.count = c.read<uint64_t>(what + " element count");
-  // Every element takes at least one byte (a string or array at least 8), so a count larger
-  // than what is left in the file is malformed; checking before allocating caps memory use.
+  // Every element takes at least one byte (a string 8, an array 12), so a count larger than
+  // what is left in the file is malformed; checking before allocating caps memory use.
   const size_t elem = scalar_size(a.elem_type);
-  const uint64_t min_elem_bytes = elem != 0 ? elem : 8;
+  const uint64_t min_elem_bytes =
+      elem != 0 ? elem : (a.elem_type == GgufValueType::STRING ? 8 : 12);
   if (a.count > c.remaining() / min_elem_bytes) {
-    c.fail(what + ": array of " + std::to_string(a.count) + " elements cannot fit in the " +
-           std::to_string(c.remaining()) + " bytes left");
+    c.fail("truncated file or bad count: " + what + ": array of " + std::to_string(a.count) +
+           " elements cannot fit in the " + std::to_string(c.remaining()) + " bytes left");
   }
   if (elem != 0) {
     a.raw = c.take(a.count * elem, what + " elements");
@@ -146,12 +154,12 @@ GgufArray read_array(Cursor& c, const std::string& what, const GgufLimits& limit
       }
     }
   } else if (a.elem_type == GgufValueType::STRING) {
-    a.strings.reserve(a.count);
+    a.strings.reserve(std::min(a.count, kMaxReserve));
     for (uint64_t i = 0; i < a.count; ++i) {
-      a.strings.push_back(c.read_string(c.remaining(), what + "[" + std::to_string(i) + "]"));
+      a.strings.push_back(c.read_string(kNoLimit, what + "[" + std::to_string(i) + "]"));
     }
   } else {
-    a.arrays.reserve(a.count);
+    a.arrays.reserve(std::min(a.count, kMaxReserve));
     for (uint64_t i = 0; i < a.count; ++i) {
       a.arrays.push_back(read_value(c, static_cast<uint32_t>(GgufValueType::ARRAY),
                                     what + "[" + std::to_string(i) + "]", limits, depth + 1));
@@ -167,7 +175,7 @@ GgufValue read_value(Cursor& c, uint32_t raw_type, const std::string& what,
   if (t == GgufValueType::STRING) {
     GgufValue v;
     v.type = t;
-    v.value = c.read_string(c.remaining(), what);
+    v.value = c.read_string(kNoLimit, what);
     return v;
   }
   if (t == GgufValueType::ARRAY) {
@@ -215,13 +223,20 @@ void GgufFile::parse(const GgufLimits& limits) {
   Cursor c(file_.bytes(), p);
   if (file_.size() < 4) c.fail("not a GGUF file: too short to hold the magic");
   const uint32_t magic = c.read<uint32_t>("magic");
-  if (magic != kMagic) c.fail("not a GGUF file: bad magic");
+  if (magic != kMagic) {
+    char found[16];
+    std::snprintf(found, sizeof found, "0x%08x", magic);
+    c.fail(std::string("not a GGUF file: bad magic ") + found + ", expected \"GGUF\"");
+  }
   version_ = c.read<uint32_t>("version");
   if (version_ == 0 || version_ == 1) {
     c.fail("GGUF version " + std::to_string(version_) + " is not supported (v2 and v3 are)");
   }
   if (version_ > 3) {
-    c.fail("GGUF version " + std::to_string(version_) + " is newer than this reader (v2, v3)");
+    // A big-endian GGUF reads as version 0x0N000000 here.
+    const bool swapped = (version_ & 0x00ffffffu) == 0;
+    c.fail("GGUF version " + std::to_string(version_) + " is not supported (v2 and v3 are)" +
+           (swapped ? "; is it a big-endian file?" : ""));
   }
   const uint64_t n_tensors = c.read<uint64_t>("tensor count");
   const uint64_t n_kv = c.read<uint64_t>("metadata count");
@@ -266,11 +281,12 @@ void GgufFile::parse(const GgufLimits& limits) {
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensor t;
     const std::string idx = "tensor #" + std::to_string(i);
-    t.name = c.read_string(c.remaining(), idx + " name");
+    t.name = c.read_string(kNoLimit, idx + " name");
     const std::string tname = "tensor '" + std::string(t.name) + "'";
     if (t.name.empty()) c.fail(idx + ": empty name");
     if (t.name.size() > limits.max_name_bytes) {
-      c.fail(idx + ": name of " + std::to_string(t.name.size()) + " bytes exceeds the limit of " +
+      c.fail(idx + " '" + std::string(t.name.substr(0, 80)) + (t.name.size() > 80 ? "...'" : "'") +
+             ": name of " + std::to_string(t.name.size()) + " bytes exceeds the limit of " +
              std::to_string(limits.max_name_bytes));
     }
     if (tensor_index_.contains(t.name)) c.fail("duplicate " + tname);

@@ -1,5 +1,6 @@
 #include "engine/model.h"
 
+#include <algorithm>
 #include <string>
 
 #include "engine/error.h"
@@ -62,6 +63,31 @@ uint32_t positive(const GgufFile& f, const std::string& key, uint32_t max) {
   return v;
 }
 
+// The vocabulary is optional (a model can run on token ids), but when present it must have one
+// entry per row of token_embd, as llama.cpp requires, or ids and strings would disagree.
+void check_tokenizer(const GgufFile& f, uint32_t n_vocab) {
+  auto expect_array = [&](const char* key, std::initializer_list<GgufValueType> elem,
+                          const char* elem_name) {
+    const GgufValue* v = f.find(key);
+    if (v == nullptr) return;
+    const auto* a = std::get_if<GgufArray>(&v->value);
+    if (a == nullptr || std::find(elem.begin(), elem.end(), a->elem_type) == elem.end()) {
+      throw EngineError(f.path() + ": metadata key '" + key + "' must be an array of " + elem_name +
+                        ", found " +
+                        (a ? "an array of " + std::string(gguf_value_type_name(a->elem_type))
+                           : std::string(gguf_value_type_name(v->type))));
+    }
+    if (a->count != n_vocab) {
+      throw EngineError(f.path() + ": metadata key '" + key + "' has " + std::to_string(a->count) +
+                        " entries, expected " + std::to_string(n_vocab) +
+                        " (rows of token_embd.weight)");
+    }
+  };
+  expect_array("tokenizer.ggml.tokens", {GgufValueType::STRING}, "strings");
+  expect_array("tokenizer.ggml.token_type", {GgufValueType::I32, GgufValueType::U32},
+               "32-bit integers");
+}
+
 }  // namespace
 
 std::shared_ptr<const Rwkv7Model> Rwkv7Model::load(const std::string& path) {
@@ -74,7 +100,8 @@ std::shared_ptr<const Rwkv7Model> Rwkv7Model::from_gguf(std::unique_ptr<GgufFile
   const GgufFile& f = *m->file_;
   const std::string arch(f.get_string("general.architecture"));
   if (arch != "rwkv7") {
-    throw EngineError(f.path() + ": architecture '" + arch + "' is not supported (rwkv7 is)");
+    throw EngineError(f.path() + ": metadata key 'general.architecture' = '" + arch +
+                      "': architecture not supported, expected 'rwkv7'");
   }
   Rwkv7Hparams& hp = m->hp_;
   hp.n_layer = positive(f, "rwkv7.block_count", kMaxLayers);
@@ -97,6 +124,16 @@ std::shared_ptr<const Rwkv7Model> Rwkv7Model::from_gguf(std::unique_ptr<GgufFile
                       " is not a multiple of head_size " + std::to_string(hp.head_size));
   }
   hp.n_head = hp.n_embd / hp.head_size;
+  // llama.cpp writes head_count = 0 (unused); a non-zero value must agree with D / N.
+  if (f.has("rwkv7.attention.head_count")) {
+    const uint32_t heads = f.get_u32("rwkv7.attention.head_count");
+    if (heads != 0 && heads != hp.n_head) {
+      throw EngineError(f.path() +
+                        ": metadata key 'rwkv7.attention.head_count' = " + std::to_string(heads) +
+                        " but embedding_length " + std::to_string(hp.n_embd) + " / head_size " +
+                        std::to_string(hp.head_size) + " gives " + std::to_string(hp.n_head));
+    }
+  }
 
   TensorChecker c(f);
   const int64_t D = hp.n_embd, F = hp.n_ffn;
@@ -159,6 +196,7 @@ std::shared_ptr<const Rwkv7Model> Rwkv7Model::from_gguf(std::unique_ptr<GgufFile
     L.ffn_key = c.shaped(p + "channel_mix_key.weight", {D, F});
     L.ffn_value = c.shaped(p + "channel_mix_value.weight", {F, D});
   }
+  check_tokenizer(f, hp.n_vocab);
   return m;
 }
 
