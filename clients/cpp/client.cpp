@@ -100,10 +100,21 @@ Client::Client(std::string endpoint, std::chrono::milliseconds timeout, bool use
 }
 
 Client::~Client() {
+  // Hand back what we hold without waiting for the answer: a dead worker must not make a
+  // destructor block for the whole timeout. If it is lost, the lease timeout reclaims it.
   try {
-    flush_releases();
+    Request req;
+    req.op = Op::kRelease;
+    {
+      std::lock_guard lock(impl_->pending->mu);
+      req.leases.swap(impl_->pending->ids);
+    }
+    if (req.leases.empty()) return;
+    req.id = impl_->next_id++;
+    const std::string bytes = protocol::encode_request(req);
+    impl_->sock.set(zmq::sockopt::linger, 200);
+    (void)impl_->sock.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
   } catch (...) {
-    // The worker may be gone; its lease timeout reclaims what we held.
   }
 }
 
