@@ -82,7 +82,10 @@ std::unique_ptr<ShmRing> ShmRing::create(const Options& options) {
     throw;
   }
   ring->base_ = static_cast<char*>(ring->map_->region.get_address());
-  std::memset(ring->base_, 0, data_offset);
+  // Touch every page now, not on first use: the memory is reserved by posix_fallocate anyway,
+  // so this costs nothing extra, keeps page faults off the reply path, and makes the worker's
+  // RSS honest from the start (a soak sees no growth from a ring slowly being cycled through).
+  std::memset(ring->base_, 0, total);
   auto* h = reinterpret_cast<RingHeader*>(ring->base_);
   std::memcpy(h->magic, kRingMagic, sizeof(kRingMagic));
   h->version = kRingVersion;

@@ -18,7 +18,7 @@ from test_bad_requests import req
 from test_faults import Background, python_child, wait_until
 
 STATE = 3 * 66 * 256  # synthetic-A's state_floats
-TINY_STATE = 12 * 66 * 64  # another model's
+OTHER_STATE = 6 * 66 * 256  # a deeper model's (and still under the 1 MiB message cap)
 
 
 def raw_with(op: str, key: str, raw_value: bytes) -> bytes:
@@ -104,7 +104,7 @@ CASES = [
      E.BAD_STATE),
     ("state as f64", [req("generate", text="x", state=state_bytes(STATE, dtype="<f8"))],
      E.BAD_STATE),
-    ("state of another model", [req("generate", text="x", state=state_bytes(TINY_STATE))],
+    ("state of another model", [req("generate", text="x", state=state_bytes(OTHER_STATE))],
      E.BAD_STATE),
     ("state one float short", [req("embed", text="x", state=state_bytes(STATE - 1))],
      E.BAD_STATE),
@@ -133,7 +133,7 @@ def raw(worker):
 def ask(sock, frames):
     sock.send_multipart(frames)
     assert sock.poll(10000), "no reply"
-    return msgpack.unpackb(sock.recv(), raw=False)
+    return msgpack.unpackb(sock.recv(), raw=False, unicode_errors="replace")
 
 
 def test_more_bad_requests_get_their_codes(worker, raw):
@@ -152,6 +152,7 @@ def test_more_bad_requests_get_their_codes(worker, raw):
 
 def test_released_foreign_and_closed_ids(worker):
     with worker.client() as a, worker.client() as b:
+        a.hello()  # maps the ring: tensors come through it, with leases
         lease = a.call("embed", text="mine")["embeddings"]["shm"]["lease"]
         assert a.call("release", leases=[lease])["count"] == 1
         for who in (a, b):  # already released; and never b's
@@ -193,7 +194,7 @@ def test_session_close_racing_a_generate_on_it(worker):
         got = {}
         while len(got) < 3:
             assert c._sock.poll(30000)
-            r = msgpack.unpackb(c._sock.recv(), raw=False)
+            r = msgpack.unpackb(c._sock.recv(), raw=False, unicode_errors="replace")
             got[r["id"]] = r
         assert got[rid_gen]["ok"] and got[rid_gen]["completion_tokens"] == 64
         assert got[rid_close]["ok"]
@@ -208,25 +209,26 @@ def test_cancel_racing_completion_gives_exactly_one_final_reply(worker):
             finals = {}
             while len(finals) < 2:
                 assert c._sock.poll(30000)
-                r = msgpack.unpackb(c._sock.recv(), raw=False)
+                r = msgpack.unpackb(c._sock.recv(), raw=False, unicode_errors="replace")
                 assert r["id"] not in finals, "two final replies"
                 finals[r["id"]] = r
-            g = finals[rid]
-            assert g["ok"] and g["finish_reason"] in ("cancelled", "length")
+            g = finals[rid]  # cancelled while running, before it started, or finished first
+            assert (g["ok"] and g["finish_reason"] in ("cancelled", "length")) or (
+                g["error"]["code"] == E.CANCELLED), g
             cancel = finals[cid]
             assert cancel["ok"] or cancel["error"]["code"] == E.UNKNOWN_REQUEST
 
 
 def test_release_racing_retain_and_reuse(worker):
     with worker.client() as c:
+        c.hello()
         lease = c.call("embed", text="shared")["embeddings"]["shm"]["lease"]
         ids = [c._send("retain", {"leases": [lease]}), c._send("release", {"leases": [lease]}),
                c._send("release", {"leases": [lease]}), c._send("release", {"leases": [lease]})]
         out = {}
         while len(out) < 4:
             assert c._sock.poll(10000)
-            r = msgpack.unpackb(c._sock.recv(), raw=False)
+            r = msgpack.unpackb(c._sock.recv(), raw=False, unicode_errors="replace")
             out[r["id"]] = r
         assert [out[i]["ok"] for i in ids] == [True, True, True, False]
-        assert out[ids[3]]["error"]["code"] == E.UNKNOWN_LEASE
-        assert c.stats()["shm"]["leases"] == 0
+        assert out[ids[3]]["error"]["code"] == E.UNKNOWN_LEASE  # refs 2, released twice: gone

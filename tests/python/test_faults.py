@@ -58,7 +58,8 @@ class Background:
         self.thread.start()
 
     def _run(self) -> None:
-        with self.worker.client(timeout=15) as c:
+        # Inline tensors: it holds no leases, so the tests can count the others'.
+        with self.worker.client(timeout=15, use_shm=False) as c:
             while not self.stop.is_set():
                 try:
                     v = c.embed("background")
@@ -122,11 +123,12 @@ def test_per_client_caps_from_the_serve_flags(short_timeouts):
         sessions[0].close()
         c.session().close()
         # Leases: 6 held, the 7th tensor comes inline.
+        c.release_now()
+        before = c.stats()["shm"]["leases"]  # other clients' (async releases may still land)
         held = [c.embed("lease %d" % i) for i in range(6)]
-        assert c.stats()["shm"]["leases"] == 6
         inline = c.embed("seventh")
         assert inline.shape == (256,)
-        assert c.stats()["shm"]["leases"] == 6
+        assert c.stats()["shm"]["leases"] <= before + 6
         assert c.stats()["shm"]["events"].get("inline_quota", 0) >= 1
         del held, inline
     # In flight: 8 accepted, the rest refused with quota_exceeded.
@@ -141,14 +143,14 @@ def test_per_client_caps_from_the_serve_flags(short_timeouts):
         codes = []
         for _ in range(4):
             assert s.poll(10000)
-            r = msgpack.unpackb(s.recv())
+            r = msgpack.unpackb(s.recv(), unicode_errors="replace")
             codes.append(r["error"]["code"] if not r["ok"] else 0)
         assert codes == [rwkvd.ErrorCode.QUOTA_EXCEEDED] * 4
         for i in range(8):
             s.send(msgpack.packb({"v": 1, "id": 100 + i, "op": "cancel", "target": i + 1}))
         finals = 0
         while finals < 16 and s.poll(10000):
-            r = msgpack.unpackb(s.recv())
+            r = msgpack.unpackb(s.recv(), unicode_errors="replace")
             finals += not r.get("more", False)
         assert finals == 16  # 8 cancel acks + 8 generations that ended
     finally:
@@ -158,9 +160,10 @@ def test_per_client_caps_from_the_serve_flags(short_timeouts):
 
 def test_client_that_never_reads_costs_bounded_memory(synthetic_model):
     # Each reply carries a state (~200 KB inline). Without the per-client queue cap, 400 of them
-    # would sit in the worker's memory (~80 MB); with --client-queue 16 at most 16 do.
+    # sit in the worker's memory (measured: +93 MiB with --client-queue 100000); with
+    # --client-queue 16 at most 16 do (measured: +18 MiB, allocator slack included).
     for w in start_worker(synthetic_model, "--client-queue", "16",
-                          "--max-inflight-per-client", "32"):
+                          "--max-inflight-per-client", "400"):
         bg = Background(w)
         before = w.rss()
         ctx = zmq.Context()
@@ -188,6 +191,7 @@ def test_client_that_never_reads_costs_bounded_memory(synthetic_model):
         bg.finish()
         growth = peak - before
         assert growth < 40 << 20, f"worker RSS grew {growth >> 20} MiB for a client not reading"
+        assert w.stats()["clients"]["stalled"] > 0
 
 
 def test_worker_killed_mid_request_then_restarted(synthetic_model):

@@ -21,4 +21,5 @@ def test_soak_mixed_clients(synthetic_model, capsys):
     assert c.scenarios > 0 and c.replies > 0
     assert (c.lost, c.duplicated, c.unknown, c.mismatched, c.errors) == (0, 0, 0, 0, 0), c.notes
     assert c.requests == c.replies + c.lost
+    assert len(res.samples) >= 8, res.report()
     assert res.rss_growth() <= soak.RSS_SLACK_BYTES, res.report()
