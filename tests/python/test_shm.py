@@ -28,8 +28,9 @@ def test_state_is_a_view_of_the_segment(worker):
             assert any(b is ring for b in _chain(st)), "base chain does not reach the mapping"
             assert not st.flags.writeable  # mapped read-only: nobody scribbles on the ring
             assert not st.flags.owndata
-            with worker.client(use_shm=False) as inline:
-                other = inline.call("session_state", session=s.id)
+            # Sessions belong to their client: the inline client gets its own with this state.
+            with worker.client(use_shm=False) as inline, inline.session(st) as s2:
+                other = inline.call("session_state", session=s2.id)
                 assert "data" in other["state"]  # really inline
                 np.testing.assert_array_equal(inline._tensor(other["state"]), st)
 
@@ -48,8 +49,8 @@ def test_state_timing_shm_vs_inline(worker, capsys):
     with worker.client() as shm_client, worker.client(use_shm=False) as inline_client:
         with shm_client.session() as s:
             s.feed("timing " * 50)
-            from rwkvd.client import Session
-            s_inline = Session(inline_client, s.id)
+            # Sessions belong to their client: the inline one reads its own copy of the state.
+            s_inline = inline_client.session(s.state())
             for _ in range(5):  # warm up both paths
                 _time_states(shm_client, s, 1)
                 _time_states(inline_client, s_inline, 1)
