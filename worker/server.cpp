@@ -227,7 +227,10 @@ Value Server::hello_value() const {
                     {"max_new_tokens", Value(l.max_new_tokens)},
                     {"max_stop", Value(l.max_stop)},
                     {"max_stop_bytes", Value(l.max_stop_bytes)},
-                    {"max_leases", Value(l.max_leases)}};
+                    {"max_leases", Value(l.max_leases)},
+                    {"max_sessions_per_client", Value(opt_.max_sessions_per_client)},
+                    {"max_inflight_per_client", Value(opt_.max_inflight_per_client)},
+                    {"max_leases_per_client", Value(opt_.max_leases_per_client)}};
   Value::Map model{{"name", Value(model_.name)},
                    {"n_vocab", Value(hp.n_vocab)},
                    {"n_embd", Value(hp.n_embd)},
@@ -270,7 +273,8 @@ Value Server::info_value() const {
                                     {"prefill_chunk", Value(opt_.prefill_chunk)},
                                     {"step_token_budget", Value(opt_.step_token_budget)},
                                     {"session_idle_s", Value(opt_.session_idle_s)},
-                                    {"lease_timeout_s", Value(opt_.lease_timeout_s)}}));
+                                    {"lease_timeout_s", Value(opt_.lease_timeout_s)},
+                                    {"client_queue", Value(opt_.client_queue)}}));
   return v;
 }
 

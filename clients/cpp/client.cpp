@@ -172,8 +172,11 @@ Tensor Client::to_tensor(const Value& v) {
     try {
       f = protocol::tensor_floats(d, &impl_->reader->view());
     } catch (const protocol::ProtocolError& e) {
-      // Not in our mapping: maybe a new worker with a new ring. Say hello again next time.
+      // Not in our mapping: maybe a new worker with a new ring. Say hello again next time, and
+      // hand the lease back (unknown ids are ignored in piggy-backed releases).
       if (e.code() == protocol::ErrorCode::kUnknownLease) impl_->forget_ring();
+      std::lock_guard lock(impl_->pending->mu);
+      impl_->pending->ids.push_back(d.shm->lease);
       throw;
     }
     t.ptr_ = f.data();

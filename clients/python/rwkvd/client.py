@@ -186,8 +186,11 @@ class Client:
                 raise ProtocolViolation("worker sent a shared-memory tensor to an unmapped client")
             try:
                 self._ring.check(ref, shape)
-            except WorkerError:
-                self._forget_ring()  # not in our mapping: maybe a new worker; hello again
+            except (WorkerError, ProtocolViolation) as e:
+                if isinstance(e, WorkerError):
+                    self._forget_ring()  # not in our mapping: maybe a new worker; hello again
+                if isinstance(ref.get("lease"), int):
+                    self._pending.append(ref["lease"])  # give it back (unknown ids are ignored)
                 raise
             count = ref["bytes"] // 4
             flat = np.frombuffer(self._ring.mm, dtype=np.float32, count=count, offset=ref["offset"])
