@@ -136,7 +136,8 @@ protocol::Reply Client::call(Request& req,
   }
   const std::string bytes = protocol::encode_request(req);
   impl_->sock.send(zmq::buffer(bytes), zmq::send_flags::none);
-  const auto deadline = std::chrono::steady_clock::now() + impl_->timeout;
+  // The timeout is per message of this request: a long stream is fine as long as chunks come.
+  auto deadline = std::chrono::steady_clock::now() + impl_->timeout;
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
@@ -156,6 +157,7 @@ protocol::Reply Client::call(Request& req,
     if (!r.ok) throw WorkerError(r.code, r.message);
     if (r.more) {
       if (on_more) on_more(r);
+      deadline = std::chrono::steady_clock::now() + impl_->timeout;
       continue;
     }
     return r;
