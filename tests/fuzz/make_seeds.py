@@ -72,6 +72,8 @@ def shm_reader() -> None:
         desc = msgpack.packb({"dtype": "f32", "shape": shape, "shm": {
             "lease": 0xABCDEF, "slot": slot, "generation": 3, "offset": off, "bytes": nb}})
         put("shm_reader", name, struct.pack("<H", len(r)) + r + desc)
+        # The same with "the worker agrees" (bit 15): the harness fills the slot entry in.
+        put("shm_reader", name + "_agree", struct.pack("<H", len(r) | 0x8000) + r + desc)
     inline = msgpack.packb({"dtype": "f32", "shape": [2, 2], "data": b"\0" * 16},
                            use_bin_type=True)
     put("shm_reader", "inline", struct.pack("<H", 0) + inline)
