@@ -69,6 +69,52 @@ GgufMetaValue GgufMetaValue::strings(std::span<const std::string> s) {
   return v;
 }
 
+GgufMetaValue GgufMetaValue::copy_of(const GgufValue& v) {
+  if (const auto* s = std::get_if<std::string_view>(&v.value)) return string(*s);
+  if (const auto* a = std::get_if<GgufArray>(&v.value)) {
+    switch (a->elem_type) {
+      case GgufValueType::STRING: {
+        GgufMetaValue out;
+        out.type_ = GgufValueType::ARRAY;
+        append_pod<uint32_t>(out.bytes_, static_cast<uint32_t>(GgufValueType::STRING));
+        append_pod<uint64_t>(out.bytes_, a->strings.size());
+        for (std::string_view x : a->strings) append_string(out.bytes_, x);
+        return out;
+      }
+      case GgufValueType::ARRAY: {
+        std::vector<GgufMetaValue> elems;
+        for (const GgufValue& e : a->arrays) elems.push_back(copy_of(e));
+        return arrays(elems);
+      }
+      default:
+        return scalar_array(a->elem_type, a->raw.data(), a->count ? a->raw.size() / a->count : 0,
+                            a->count);
+    }
+  }
+  // Scalars: re-encode at the width of their original type.
+  const auto u = [&]() -> uint64_t {
+    if (const auto* x = std::get_if<uint64_t>(&v.value)) return *x;
+    if (const auto* x = std::get_if<int64_t>(&v.value)) return static_cast<uint64_t>(*x);
+    if (const auto* x = std::get_if<bool>(&v.value)) return *x ? 1 : 0;
+    return 0;
+  }();
+  const double d = std::holds_alternative<double>(v.value) ? std::get<double>(v.value) : 0.0;
+  switch (v.type) {
+    case GgufValueType::U8: return u8(static_cast<uint8_t>(u));
+    case GgufValueType::I8: return i8(static_cast<int8_t>(u));
+    case GgufValueType::U16: return u16(static_cast<uint16_t>(u));
+    case GgufValueType::I16: return i16(static_cast<int16_t>(u));
+    case GgufValueType::U32: return u32(static_cast<uint32_t>(u));
+    case GgufValueType::I32: return i32(static_cast<int32_t>(u));
+    case GgufValueType::U64: return u64(u);
+    case GgufValueType::I64: return i64(static_cast<int64_t>(u));
+    case GgufValueType::F32: return f32(static_cast<float>(d));
+    case GgufValueType::F64: return f64(d);
+    case GgufValueType::BOOL: return boolean(u != 0);
+    default: throw EngineError("GgufMetaValue::copy_of: unexpected value type");
+  }
+}
+
 GgufMetaValue GgufMetaValue::arrays(std::span<const GgufMetaValue> elems) {
   GgufMetaValue v;
   v.type_ = GgufValueType::ARRAY;

@@ -48,6 +48,8 @@ class GgufMetaValue {
   static GgufMetaValue strings(std::span<const std::string> v);
   // An array whose elements are arrays (of any element types).
   static GgufMetaValue arrays(std::span<const GgufMetaValue> v);
+  // The same value as one read from a file (to copy metadata from one GGUF to another).
+  static GgufMetaValue copy_of(const GgufValue& v);
 
   GgufValueType type() const { return type_; }
   const std::string& encoded() const { return bytes_; }

@@ -42,6 +42,7 @@ const std::vector<OpInfo>& op_table() {
       {Op::kSessionFeed, "session_feed", {"session", "text", "tokens"}},
       {Op::kSessionState, "session_state", {"session"}},
       {Op::kSessionSetState, "session_set_state", {"session", "state"}},
+      {Op::kForward, "forward", {"text", "tokens", "session", "state", "return_state", "output"}},
   };
   return table;
 }
@@ -239,6 +240,32 @@ const char* error_name(ErrorCode code) {
   return "unknown";
 }
 
+const char* output_name(Output o) {
+  switch (o) {
+    case Output::kLastLogits:
+      return "last_logits";
+    case Output::kAllLogits:
+      return "all_logits";
+    case Output::kLastEmbedding:
+      return "last_embedding";
+    case Output::kAllEmbeddings:
+      return "all_embeddings";
+  }
+  return "unknown";
+}
+
+std::optional<Output> output_from_name(std::string_view name) {
+  for (Output o :
+       {Output::kLastLogits, Output::kAllLogits, Output::kLastEmbedding, Output::kAllEmbeddings}) {
+    if (name == output_name(o)) return o;
+  }
+  return std::nullopt;
+}
+
+std::pair<uint64_t, uint64_t> output_shape(Output o, uint64_t n_tokens, const ModelShape& shape) {
+  return {output_all(o) ? n_tokens : 1, output_logits(o) ? shape.n_vocab : shape.n_embd};
+}
+
 DecodeLimits Limits::decode_limits() const {
   DecodeLimits d;
   d.max_bytes = max_message_bytes;
@@ -349,6 +376,7 @@ Request parse_request(const Value& msg, const Limits& lim) {
       case Op::kGenerate:
       case Op::kSessionFeed:
       case Op::kEmbed:
+      case Op::kForward:
         if (given == 0) {
           fail(ErrorCode::kMissingField,
                "op '" + std::string(op_name(req.op)) + "' needs 'text' or 'tokens'");
@@ -383,6 +411,15 @@ Request parse_request(const Value& msg, const Limits& lim) {
       req.sampling = parse_sampling(msg, lim);
       req.stream = get_bool(msg, "stream", false);
     }
+    if (const Value* o = msg.find("output")) {
+      const auto out = output_from_name(o->as_str("output"));
+      if (!out) {
+        fail(ErrorCode::kBadValue, "output '" + o->as_str() +
+                                       "' is not one of last_logits, all_logits, last_embedding, "
+                                       "all_embeddings");
+      }
+      req.output = *out;
+    }
     if (req.session != 0 && req.state && req.op != Op::kSessionSetState) {
       fail(ErrorCode::kBadValue,
            "'state' and 'session' are exclusive: a session has its own state");
@@ -391,7 +428,8 @@ Request parse_request(const Value& msg, const Limits& lim) {
         (req.session != 0 || req.state || req.return_state)) {
       fail(ErrorCode::kBadValue, "'session', 'state' and 'return_state' take a single input");
     }
-    if (req.op == Op::kGenerate || req.op == Op::kSessionFeed || req.op == Op::kEmbed) {
+    if (req.op == Op::kGenerate || req.op == Op::kSessionFeed || req.op == Op::kEmbed ||
+        req.op == Op::kForward) {
       for (const auto& in : req.inputs) {
         if (!in.text && in.tokens.empty()) fail(ErrorCode::kBadValue, "an input has no tokens");
       }
@@ -446,6 +484,7 @@ std::string encode_request(const Request& req) {
     m.emplace_back("state", Value(std::move(b)));
   }
   if (req.return_state) m.emplace_back("return_state", Value(true));
+  if (req.op == Op::kForward) m.emplace_back("output", Value(output_name(req.output)));
   if (req.op == Op::kGenerate) {
     const Sampling& s = req.sampling;
     m.emplace_back("max_tokens", Value(s.max_tokens));
@@ -471,7 +510,7 @@ void validate_tokens(const std::vector<int32_t>& tokens, uint32_t n_vocab) {
   }
 }
 
-void validate_for_model(const Request& req, const ModelShape& shape) {
+void validate_for_model(const Request& req, const ModelShape& shape, const Limits& limits) {
   for (const auto& in : req.inputs) validate_tokens(in.tokens, shape.n_vocab);
   if (req.state && req.state->size() != shape.state_floats) {
     fail(ErrorCode::kBadState, "state has " + std::to_string(req.state->size()) +
@@ -488,6 +527,18 @@ void validate_for_model(const Request& req, const ModelShape& shape) {
   if (req.sampling.top_k > shape.n_vocab) {
     fail(ErrorCode::kBadValue, "top_k = " + std::to_string(req.sampling.top_k) +
                                    " exceeds the vocabulary size " + std::to_string(shape.n_vocab));
+  }
+  if (req.op == Op::kForward && !req.inputs.empty()) {
+    // The reply must stay decodable by a client holding the same limits, inline or not.
+    const auto [rows, cols] = output_shape(req.output, req.inputs.front().tokens.size(), shape);
+    const uint64_t bytes = rows * cols * sizeof(float);
+    if (bytes > limits.max_message_bytes) {
+      fail(ErrorCode::kTooLarge,
+           std::string("output ") + output_name(req.output) + " of " + std::to_string(rows) +
+               " x " + std::to_string(cols) + " floats (" + std::to_string(bytes) +
+               " bytes) exceeds max_message_bytes " + std::to_string(limits.max_message_bytes) +
+               "; send fewer tokens per request");
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "protocol/codec.h"
@@ -83,6 +84,7 @@ enum class Op : uint8_t {
   kSessionFeed,
   kSessionState,
   kSessionSetState,
+  kForward,  // added at the end: ops are indexed by this order
 };
 const char* op_name(Op op);
 std::optional<Op> op_from_name(std::string_view name);
@@ -97,6 +99,23 @@ struct Sampling {
   std::vector<std::string> stop;
   std::optional<uint64_t> seed;  // absent: the worker picks one and reports it
 };
+
+// What a `forward` returns: logits or final-norm hidden states, of the last token or of every
+// token (the engine's OutputMode, without the engine dependency).
+enum class Output : uint8_t {
+  kLastLogits,     // [1, n_vocab]
+  kAllLogits,      // [n_tokens, n_vocab]
+  kLastEmbedding,  // [1, n_embd]
+  kAllEmbeddings,  // [n_tokens, n_embd]
+};
+const char* output_name(Output o);
+std::optional<Output> output_from_name(std::string_view name);
+inline bool output_all(Output o) {
+  return o == Output::kAllLogits || o == Output::kAllEmbeddings;
+}
+inline bool output_logits(Output o) {
+  return o == Output::kLastLogits || o == Output::kAllLogits;
+}
 
 // One input sequence: text (tokenized by the worker) or token ids.
 struct Input {
@@ -117,6 +136,7 @@ struct Request {
   bool stream = false;
   bool return_state = false;
   std::optional<std::vector<float>> state;  // initial state, raw float32
+  Output output = Output::kLastLogits;      // forward only
 };
 
 // Decodes and validates a request. On failure throws RequestError carrying the request id
@@ -137,9 +157,13 @@ std::string encode_request(const Request& req);
 struct ModelShape {
   uint32_t n_vocab = 0;
   uint64_t state_floats = 0;
+  uint32_t n_embd = 0;
 };
-// Token ids in range, state blob length, top_k; throws ProtocolError.
-void validate_for_model(const Request& req, const ModelShape& shape);
+// Token ids in range, state blob length, top_k, and (forward) that the output tensor fits in
+// limits.max_message_bytes; throws ProtocolError.
+void validate_for_model(const Request& req, const ModelShape& shape, const Limits& limits = {});
+// Rows x columns of a forward's output for n_tokens input tokens.
+std::pair<uint64_t, uint64_t> output_shape(Output o, uint64_t n_tokens, const ModelShape& shape);
 void validate_tokens(const std::vector<int32_t>& tokens, uint32_t n_vocab);
 
 // ---- replies ----

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The rwkvd demo: starts a worker on a model and uses the Python client for generate, embed and
 state (sessions), then prints the worker's stats. With no model it synthesises a random-weight
-one (`rwkvd synth`), or, while that command is not built, uses the synthetic-A fixture."""
+one (`rwkvd synth`). The worker runs on the Vulkan engine (`--device gpu`: any GPU, or lavapipe
+on the CPU); `--device cpu` picks the CPU reference backend."""
 import argparse
 import os
 import shutil
@@ -24,25 +25,22 @@ def pick_model(binary: Path, model, tmp: Path):
     """(path, random_weights, how) for the model to serve."""
     if model is not None:
         return Path(model), Path(model).name.startswith("synthetic"), "given"
-    listing = subprocess.run([str(binary), "--help"], capture_output=True, text=True).stdout
-    has_synth = any(line.split()[:1] == ["synth"] for line in listing.splitlines())
-    if has_synth:
-        out = tmp / "random.gguf"
-        r = subprocess.run([str(binary), "synth", "--out", str(out)], capture_output=True, text=True)
-        if r.returncode == 0 and out.exists():
-            return out, True, "synthesised by `rwkvd synth`"
-        print(f"demo: `rwkvd synth` failed ({r.stderr.strip()[-200:]}); using the fixture instead")
-    fixtures = Path(os.environ.get("RWKVD_FIXTURES") or ROOT.parent / "shared" / "fixtures")
-    fixture = fixtures / "rwkv7" / "synthetic-A.f32.gguf"
-    if not fixture.exists():
-        sys.exit(f"demo: no model given, no `rwkvd synth`, and no fixture at {fixture}")
-    return fixture, True, "`rwkvd synth` is not built yet: using the fixture synthetic-A.f32.gguf"
+    # A small random-weight model with the real world vocabulary, so text tokenizes as usual.
+    out = tmp / "random-weights.gguf"
+    cmd = [str(binary), "synth", "--layers", "4", "--embd", "256", "--vocab", "65536",
+           "--type", "q8_0", "--seed", "1", "--name", "rwkvd-demo-random-weights", "--quiet",
+           "--out", str(out)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0 or not out.exists():
+        sys.exit(f"demo: `rwkvd synth` failed: {r.stderr.strip()[-400:]}")
+    return out, True, "synthesised by `rwkvd synth` (L4 D256, world vocab, Q8_0)"
 
 
-def start_worker(binary: Path, model: Path, tmp: Path):
+def start_worker(binary: Path, model: Path, tmp: Path, device: str):
     endpoint = f"ipc://{tmp}/rwkvd.sock"
     log = open(tmp / "serve.log", "w+")
-    proc = subprocess.Popen([str(binary), "serve", "--model", str(model), "--endpoint", endpoint],
+    proc = subprocess.Popen([str(binary), "serve", "--model", str(model), "--endpoint", endpoint,
+                             "--device", device],
                             stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 120
     while True:
@@ -70,6 +68,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--build", required=True)
     ap.add_argument("model", nargs="?")
+    ap.add_argument("--device", choices=["gpu", "cpu"], default="gpu")
     args = ap.parse_args()
     binary = Path(args.build) / "tools" / "rwkvd"
     tmp = Path(tempfile.mkdtemp(prefix="rwkvd-demo-"))
@@ -78,7 +77,7 @@ def main() -> int:
     print(f"demo: model {model} ({how})")
     if random_weights:
         print("demo: RANDOM WEIGHTS: generated text is noise, but every path runs for real")
-    proc, endpoint, log = start_worker(binary, model, tmp)
+    proc, endpoint, log = start_worker(binary, model, tmp, args.device)
     try:
         with rwkvd.Client(endpoint) as c:
             c.hello()  # maps the shared-memory ring

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include "engine/backend.h"
 #include "engine/tokenizer.h"
@@ -15,36 +16,19 @@
 namespace rwkvd::tools {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("bench: cannot read " + path);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::vector<int32_t> pseudo_tokens(size_t n, uint32_t vocab, uint64_t seed) {
-  std::vector<int32_t> t(n);
-  for (auto& v : t) {
-    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-    v = static_cast<int32_t>(1 + (seed >> 33) % (vocab - 1));
-  }
-  return t;
-}
+using bench::Clock;
+using bench::ms_since;
+using bench::pseudo_tokens;
 
 int32_t argmax(const float* p, int64_t n) {
   return static_cast<int32_t>(std::max_element(p, p + n) - p);
 }
 
-// Greedy decoding of `steps` tokens for every slot in `slots`, starting from `first` tokens;
-// returns the generated ids per slot. One Backend::run per step for all slots together.
+// Greedy decoding of `steps` tokens for every slot in `slots`: feeds next[i] and replaces it
+// with the argmax of the logits, `steps` times; returns the fed ids per slot (next[] then holds
+// the token after them, not yet fed). One Backend::run per step for all slots together.
 std::vector<std::vector<int32_t>> greedy(engine::Backend& b, const std::vector<uint32_t>& slots,
-                                         std::vector<int32_t> next, int steps) {
+                                         std::vector<int32_t>& next, int steps) {
   std::vector<std::vector<int32_t>> out(slots.size());
   std::vector<engine::SequenceInput> batch(slots.size());
   for (int s = 0; s < steps; ++s) {
@@ -62,17 +46,19 @@ std::vector<std::vector<int32_t>> greedy(engine::Backend& b, const std::vector<u
 
 }  // namespace
 
-void run_engine_bench(const EngineBenchOptions& o, BenchReport& report) {
+void run_engine_bench(const BenchOptions& o, BenchReport& report) {
   const int R = std::max(1, o.repeats);
+  const bench::Sizes sizes(o);
   const int gen_steps = o.quick ? 16 : 128;
-  const std::vector<size_t> prefill_sizes = o.quick ? std::vector<size_t>{64, 256}
-                                                    : std::vector<size_t>{512, 4096};
+  const std::vector<size_t> prefill_sizes =
+      o.quick ? std::vector<size_t>{64, 256} : std::vector<size_t>{512, 4096};
   const std::vector<uint32_t> gen_batches{1, 8, 32};
-  const size_t n_docs = o.quick ? 64 : 1024, doc_len = 200, coalesce = 32;
+  const size_t n_docs = sizes.n_docs, doc_len = sizes.doc_len, coalesce = 32;
 
   engine::BackendOptions bo;
   bo.n_slots = 64;
   bo.max_chunk = 512;
+  bo.n_threads = o.threads;
 
   // Load: a fresh backend per repeat; the page cache is warm after the first.
   std::unique_ptr<engine::Backend> b;
@@ -80,11 +66,16 @@ void run_engine_bench(const EngineBenchOptions& o, BenchReport& report) {
     b.reset();
     const auto t0 = Clock::now();
     b = open_backend(o.model, o.device, bo);
-    const engine::LoadStats ls = b->load_stats();
     const int32_t tok = 1;
     const engine::SequenceInput first{0, {&tok, 1}, engine::OutputMode::kLastLogits};
     b->run({&first, 1});
     report.add("load.first_token_ms", "ms", ms_since(t0));
+    // The GPU uploads in the background; resident_ms is negative until the last byte landed.
+    engine::LoadStats ls = b->load_stats();
+    while (ls.resident_ms < 0 && ms_since(t0) < 600'000) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      ls = b->load_stats();
+    }
     report.add("load.usable_ms", "ms", ls.usable_ms);
     report.add("load.resident_ms", "ms", ls.resident_ms);
   }
@@ -92,16 +83,18 @@ void run_engine_bench(const EngineBenchOptions& o, BenchReport& report) {
   const engine::LoadStats ls = b->load_stats();
   report.set_context("device", b->device_name());
   report.set_context("page_cache", "warm (not dropped)");
-  report.set_context("memory_bytes", {{"weights", ls.weight_bytes},
-                                      {"states", ls.state_bytes},
-                                      {"scratch", ls.scratch_bytes}});
-  report.set_context("model_shape", {{"n_layer", hp.n_layer}, {"n_embd", hp.n_embd},
-                                     {"n_vocab", hp.n_vocab}, {"n_ffn", hp.n_ffn}});
+  report.set_context(
+      "memory_bytes",
+      {{"weights", ls.weight_bytes}, {"states", ls.state_bytes}, {"scratch", ls.scratch_bytes}});
+  report.set_context("model_shape", {{"n_layer", hp.n_layer},
+                                     {"n_embd", hp.n_embd},
+                                     {"n_vocab", hp.n_vocab},
+                                     {"n_ffn", hp.n_ffn}});
 
   // Tokenize the document.
   auto model = engine::Rwkv7Model::load(o.model);
   auto tok = engine::WorldTokenizer::from_gguf(model->file());
-  const std::string doc = read_file(o.text_path);
+  const std::string doc = bench::document(o);
   std::vector<int32_t> doc_ids;
   for (int r = 0; r < R; ++r) {
     const int n = 200;
@@ -128,9 +121,9 @@ void run_engine_bench(const EngineBenchOptions& o, BenchReport& report) {
     std::iota(slots.begin(), slots.end(), 0u);
     for (int r = 0; r < R; ++r) {
       for (uint32_t s : slots) b->reset_state(s);
-      const auto first = pseudo_tokens(bs, hp.n_vocab, 7 + r);
+      auto next = pseudo_tokens(bs, hp.n_vocab, 7 + r);
       const auto t0 = Clock::now();
-      greedy(*b, slots, first, gen_steps);
+      greedy(*b, slots, next, gen_steps);
       report.add("gen.b" + std::to_string(bs) + ".tok_s", "tok/s",
                  static_cast<double>(bs) * gen_steps / (ms_since(t0) / 1000));
     }
@@ -148,19 +141,27 @@ void run_engine_bench(const EngineBenchOptions& o, BenchReport& report) {
   }
   report.set_context("state_floats", state.size());
 
-  // Field analysis: six forks of the document state, each fed its prompt, 8 greedy tokens and
-  // an embedding of the final state, all six batched.
-  std::vector<std::vector<int32_t>> fields;
-  {
-    std::istringstream lines(read_file(o.fields_path));
-    for (std::string line; std::getline(lines, line);) {
-      if (line.empty()) continue;
-      auto ids = tok->encode(line);
-      for (auto& id : ids) id = std::min<int32_t>(id, static_cast<int32_t>(hp.n_vocab) - 1);
-      fields.push_back(std::move(ids));
-    }
+  // Document -> its last-token embedding (llama.cpp's "embed" anchor).
+  for (int r = 0; r < R; ++r) {
+    b->reset_state(0);
+    const engine::SequenceInput in{0, doc_ids, engine::OutputMode::kLastEmbedding};
+    const auto t0 = Clock::now();
+    b->run({&in, 1});
+    report.add("embed.email_engine_ms", "ms", ms_since(t0));
   }
-  if (fields.empty()) throw std::runtime_error("bench: no field prompts in " + o.fields_path);
+
+  // Field analysis: six forks of the document state, all batched. Each is fed its prompt and
+  // generates 8 greedy tokens (the 8th fed too), then a "\n" closing the answer runs in embedding
+  // mode: the same engine work as the worker does for the client-level figure (a generate with
+  // max_tokens 8 on the forked session, then a session embed of "\n").
+  auto clamp_ids = [&](std::vector<int32_t> ids) {
+    for (auto& id : ids) id = std::min<int32_t>(id, static_cast<int32_t>(hp.n_vocab) - 1);
+    return ids;
+  };
+  std::vector<std::vector<int32_t>> fields;
+  for (const auto& line : bench::read_lines(o.fields_path))
+    fields.push_back(clamp_ids(tok->encode(line)));
+  const std::vector<int32_t> field_end = clamp_ids(tok->encode(sizes.field_end));
   for (int r = 0; r < R; ++r) {
     const auto t0 = Clock::now();
     std::vector<engine::SequenceInput> batch;
@@ -173,13 +174,20 @@ void run_engine_bench(const EngineBenchOptions& o, BenchReport& report) {
     const auto res = b->run(batch);
     std::vector<int32_t> next;
     for (const auto& t : res) next.push_back(argmax(t.data.data(), t.shape.back()));
-    const auto gen = greedy(*b, slots, next, 7);
+    auto gen = greedy(*b, slots, next, sizes.field_tokens - 1);
     for (size_t i = 0; i < batch.size(); ++i) {
-      batch[i].tokens = {&gen[i].back(), 1};  // the 8th token, fed for the final embedding
-      batch[i].output = engine::OutputMode::kLastEmbedding;
+      batch[i].tokens = {&next[i], 1};  // the 8th token goes into the state
+      batch[i].output = engine::OutputMode::kNone;
+    }
+    b->run(batch);
+    for (auto& in : batch) {
+      in.tokens = field_end;
+      in.output = engine::OutputMode::kLastEmbedding;
     }
     b->run(batch);
     report.add("field_analysis.engine_ms", "ms", ms_since(t0));
+    for (size_t i = 0; i < gen.size(); ++i) gen[i].push_back(next[i]);
+    report.set_context("field_tokens", gen);  // the client part checks the worker's against them
   }
 
   // Embedding throughput at the engine: documents one per run vs coalesced 32 per run.
@@ -207,10 +215,12 @@ void run_engine_bench(const EngineBenchOptions& o, BenchReport& report) {
   b->reset_state(0);
   const engine::SequenceInput in{0, doc_ids, engine::OutputMode::kLastLogits};
   const auto res = b->run({&in, 1});
-  const auto gen = greedy(*b, {0}, {argmax(res[0].data.data(), res[0].shape.back())}, 64)[0];
+  std::vector<int32_t> next{argmax(res[0].data.data(), res[0].shape.back())};
+  const auto gen = greedy(*b, {0}, next, 64)[0];
   uint64_t h = 1469598103934665603ull;
   for (int32_t t : gen) {
-    for (int k = 0; k < 4; ++k) h = (h ^ ((static_cast<uint32_t>(t) >> (8 * k)) & 0xff)) * 1099511628211ull;
+    for (int k = 0; k < 4; ++k)
+      h = (h ^ ((static_cast<uint32_t>(t) >> (8 * k)) & 0xff)) * 1099511628211ull;
   }
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));

@@ -36,10 +36,14 @@ nlohmann::json BenchReport::to_json() const {
   for (const auto& name : order_) {
     const Figure& f = figures_.at(name);
     const Summary s = summarize(f.samples);
-    figs[name] = {{"unit", f.unit},      {"min", s.min},         {"median", s.median},
-                  {"max", s.max},        {"samples", f.samples}};
+    figs[name] = {{"unit", f.unit},
+                  {"min", s.min},
+                  {"median", s.median},
+                  {"max", s.max},
+                  {"samples", f.samples}};
   }
   out["figures"] = figs;
+  if (!notes_.empty()) out["notes"] = notes_;
   return out;
 }
 
@@ -54,6 +58,8 @@ std::string BenchReport::to_markdown() const {
                   s.min, s.max, f.unit.c_str());
     os << buf;
   }
+  if (!notes_.empty()) os << "\n";
+  for (const auto& n : notes_) os << "- " << n << "\n";
   return os.str();
 }
 

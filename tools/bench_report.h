@@ -11,9 +11,17 @@ namespace rwkvd::tools {
 
 class BenchReport {
  public:
-  void set_context(const std::string& key, nlohmann::json value) { context_[key] = std::move(value); }
+  void set_context(const std::string& key, nlohmann::json value) {
+    context_[key] = std::move(value);
+  }
+  // A context value, or null.
+  nlohmann::json context(const std::string& key) const {
+    return context_.value(key, nlohmann::json());
+  }
   void add(const std::string& figure, const std::string& unit, double sample);
   bool has(const std::string& figure) const { return figures_.contains(figure); }
+  // A line printed under the markdown table (and kept in the JSON as "notes").
+  void add_note(const std::string& line) { notes_.push_back(line); }
 
   nlohmann::json to_json() const;
   std::string to_markdown() const;
@@ -26,6 +34,7 @@ class BenchReport {
   nlohmann::json context_ = nlohmann::json::object();
   std::map<std::string, Figure> figures_;
   std::vector<std::string> order_;
+  std::vector<std::string> notes_;
 };
 
 // Machine facts for the report: host, CPU model, cores, memory, kernel.

@@ -16,6 +16,8 @@ void add_client_tokenize_command(CLI::App& app);
 void add_client_state_command(CLI::App& app);
 void add_client_stats_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
+void add_convert_command(CLI::App& app);
 
 }  // namespace rwkvd::tools

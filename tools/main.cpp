@@ -18,7 +18,9 @@ int main(int argc, char** argv) {
   rwkvd::tools::add_client_state_command(app);
   rwkvd::tools::add_client_stats_command(app);
   rwkvd::tools::add_bench_command(app);
+  rwkvd::tools::add_quantize_command(app);
   rwkvd::tools::add_synth_command(app);
+  rwkvd::tools::add_convert_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -11,15 +11,32 @@
 #include "engine/sampler.h"
 
 namespace rwkvd::worker {
+namespace {
+
+engine::OutputMode engine_mode(protocol::Output o) {
+  switch (o) {
+    case protocol::Output::kLastLogits:
+      return engine::OutputMode::kLastLogits;
+    case protocol::Output::kAllLogits:
+      return engine::OutputMode::kAllLogits;
+    case protocol::Output::kLastEmbedding:
+      return engine::OutputMode::kLastEmbedding;
+    case protocol::Output::kAllEmbeddings:
+      return engine::OutputMode::kAllEmbeddings;
+  }
+  return engine::OutputMode::kLastLogits;
+}
+
+}  // namespace
 
 using protocol::ErrorCode;
 using protocol::Op;
 using protocol::Value;
 
-// One sequence in the generation loop: a generate, a session feed or a stateful embed, or a
-// session control op waiting for its session to be free.
+// One sequence in the generation loop: a generate, a session feed, a stateful embed or a forward,
+// or a session control op waiting for its session to be free.
 struct Scheduler::Task {
-  enum class Kind { kGenerate, kFeed, kEmbed, kControl };
+  enum class Kind { kGenerate, kFeed, kEmbed, kForward, kControl };
   Job job;
   Kind kind = Kind::kControl;
   std::vector<int32_t> prompt;
@@ -40,7 +57,7 @@ struct Scheduler::Task {
   bool cancelled = false;
   bool silent = false;  // the client is gone: no reply
   bool done = false;
-  engine::Tensor embedding;
+  engine::Tensor embedding;  // embed: the result; forward: rows appended chunk by chunk
   // This step:
   size_t take = 0;
   bool feeding_pending = false;
@@ -167,6 +184,16 @@ void Scheduler::accept(Job job) {
     case Op::kEmbed:
       t->kind = Task::Kind::kEmbed;
       break;
+    case Op::kForward: {
+      t->kind = Task::Kind::kForward;
+      // Validated against max_message_bytes by the server: reserving it is bounded.
+      const protocol::ModelShape shape{backend_.hparams().n_vocab, 0, backend_.hparams().n_embd};
+      const auto [rows, cols] =
+          protocol::output_shape(job.req.output, job.req.inputs.front().tokens.size(), shape);
+      t->embedding.shape = {static_cast<int64_t>(rows), static_cast<int64_t>(cols)};
+      t->embedding.data.reserve(rows * cols);
+      break;
+    }
     default:
       t->kind = Task::Kind::kControl;
       break;
@@ -385,6 +412,9 @@ void Scheduler::finish(Task& t) {
   } else if (t.kind == Task::Kind::kEmbed) {
     o.body.set("n_tokens", Value(Value::Array{Value(t.prompt.size())}));
     o.tensors.emplace_back("embeddings", std::move(t.embedding));
+  } else if (t.kind == Task::Kind::kForward) {
+    o.body.set("n_tokens", Value(t.prompt.size()));
+    o.tensors.emplace_back("output", std::move(t.embedding));
   } else if (t.kind == Task::Kind::kFeed) {
     o.body.set("n_tokens", Value(t.prompt.size()));
   }
@@ -406,6 +436,12 @@ void Scheduler::after_output(Task& t, const engine::Tensor& out) {
   if (t.kind == Task::Kind::kEmbed) {
     t.embedding = out;
     finish(t);
+    return;
+  }
+  if (t.kind == Task::Kind::kForward) {
+    // all_*: every prompt chunk brings its rows; last_*: only the final chunk has output.
+    t.embedding.data.insert(t.embedding.data.end(), out.data.begin(), out.data.end());
+    if (t.fed == t.prompt.size()) finish(t);
     return;
   }
   if (t.kind != Task::Kind::kGenerate) return;
@@ -465,11 +501,16 @@ void Scheduler::step() {
       budget -= std::min(budget, take);
       in.tokens = std::span<const int32_t>(t.prompt.data() + t.fed, take);
       in.output = engine::OutputMode::kNone;
+      if (t.kind == Task::Kind::kForward && protocol::output_all(t.job.req.output)) {
+        in.output = engine_mode(t.job.req.output);
+      }
       if (t.fed + take == t.prompt.size()) {
         if (t.kind == Task::Kind::kGenerate && t.job.req.sampling.max_tokens > 0) {
           in.output = engine::OutputMode::kLastLogits;
         } else if (t.kind == Task::Kind::kEmbed) {
           in.output = engine::OutputMode::kLastEmbedding;
+        } else if (t.kind == Task::Kind::kForward) {
+          in.output = engine_mode(t.job.req.output);
         }
       }
       t.take = take;
@@ -530,7 +571,7 @@ void Scheduler::step() {
 
 bool Scheduler::embeds_due(Clock::time_point now) const {
   if (embeds_.empty()) return false;
-  if (stopping_) return true;
+  if (stopping_ || !opt_.coalesce_embeds) return true;
   if (embed_tokens_queued_ >= opt_.embed_token_budget) return true;
   return now - embeds_.front()->job.received >= std::chrono::microseconds(opt_.batch_window_us);
 }
@@ -547,6 +588,8 @@ void Scheduler::dispatch_embeds() {
   bool full = false;
   for (auto& e : embeds_) {
     if (e->cancelled || full) continue;
+    // Without coalescing a dispatch takes the inputs of one request only.
+    if (!opt_.coalesce_embeds && !batch.empty()) break;
     const auto& inputs = e->job.req.inputs;
     while (e->next < inputs.size()) {
       const auto& toks = inputs[e->next].tokens;
@@ -664,8 +707,11 @@ void Scheduler::loop() {
       if (!busy && inbox_.empty() && gone_.empty() && !stopping_) {
         auto deadline = Clock::now() + std::chrono::seconds(1);
         if (!embeds_.empty()) {
-          deadline = std::min(deadline, embeds_.front()->job.received +
-                                            std::chrono::microseconds(opt_.batch_window_us));
+          // Without coalescing queued embeds are due at once.
+          deadline = std::min(deadline, opt_.coalesce_embeds
+                                            ? embeds_.front()->job.received +
+                                                  std::chrono::microseconds(opt_.batch_window_us)
+                                            : Clock::now());
         }
         cv_.wait_until(lock, deadline,
                        [&] { return !inbox_.empty() || !gone_.empty() || stopping_; });

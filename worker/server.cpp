@@ -32,7 +32,7 @@ Server::Server(std::unique_ptr<engine::Backend> backend, std::shared_ptr<const T
       model_(std::move(model)),
       ctx_(1) {
   const auto& hp = backend_->hparams();
-  shape_ = protocol::ModelShape{hp.n_vocab, hp.state_floats()};
+  shape_ = protocol::ModelShape{hp.n_vocab, hp.state_floats(), hp.n_embd};
   if (opt_.endpoint.empty()) opt_.endpoint = default_endpoint();
 }
 
@@ -268,7 +268,8 @@ Value Server::info_value() const {
                                    {"slots_bytes", Value(state_bytes * backend_->n_slots())},
                                    {"prefix_cache_budget_bytes", Value(opt_.prefix_cache_bytes)},
                                    {"shm_bytes", Value(ring_ ? ring_->total_bytes() : 0)}}));
-  v.set("options", Value(Value::Map{{"batch_window_us", Value(opt_.batch_window_us)},
+  v.set("options", Value(Value::Map{{"coalesce_embeds", Value(opt_.coalesce_embeds)},
+                                    {"batch_window_us", Value(opt_.batch_window_us)},
                                     {"embed_token_budget", Value(opt_.embed_token_budget)},
                                     {"prefill_chunk", Value(opt_.prefill_chunk)},
                                     {"step_token_budget", Value(opt_.step_token_budget)},
@@ -392,7 +393,7 @@ void Server::handle_request(const std::string& client, protocol::Request req) {
                                                             " tokens exceed the limit of " +
                                                             std::to_string(opt_.limits.max_tokens));
   }
-  protocol::validate_for_model(req, shape_);
+  protocol::validate_for_model(req, shape_, opt_.limits);
   uint32_t& inflight = inflight_[client];
   if (inflight >= opt_.max_inflight_per_client && req.op != Op::kCancel) {
     throw protocol::ProtocolError(ErrorCode::kQuotaExceeded,

@@ -329,6 +329,24 @@ Tensor Client::session_embed(uint64_t session, const protocol::Input& input) {
   return to_tensor(need(call(req).body, "embeddings"));
 }
 
+ForwardResult Client::forward(const protocol::Input& input, const ForwardOptions& options) {
+  if (!impl_->said_hello && impl_->use_shm) hello();
+  Request req;
+  req.op = Op::kForward;
+  req.inputs.push_back(input);
+  req.output = options.output;
+  req.session = options.session;
+  req.state = options.state;
+  req.return_state = options.return_state;
+  const protocol::Reply r = call(req);
+  ForwardResult f;
+  f.output = to_tensor(need(r.body, "output"));
+  f.n_tokens = need(r.body, "n_tokens").as_uint();
+  if (const Value* p = r.body.find("position")) f.position = p->as_uint();
+  if (const Value* s = r.body.find("state")) f.state = to_tensor(*s);
+  return f;
+}
+
 void Client::flush_releases() {
   std::vector<uint64_t> ids;
   {

@@ -70,6 +70,20 @@ struct GenerateResult {
   std::optional<Tensor> state;
 };
 
+struct ForwardOptions {
+  protocol::Output output = protocol::Output::kLastLogits;
+  uint64_t session = 0;                     // continue (and advance) this session's state
+  std::optional<std::vector<float>> state;  // or start a stateless request from this state
+  bool return_state = false;
+};
+
+struct ForwardResult {
+  Tensor output;  // [1 or n_tokens, n_vocab or n_embd]
+  uint64_t n_tokens = 0;
+  uint64_t position = 0;  // with a session: its position after this request
+  std::optional<Tensor> state;
+};
+
 struct Chunk {
   std::vector<int32_t> tokens;
   std::string text;
@@ -109,6 +123,9 @@ class Client {
   Tensor session_state(uint64_t session);  // [n_layer, head_size + 2, n_embd]
   void session_set_state(uint64_t session, std::span<const float> state);
   Tensor session_embed(uint64_t session, const protocol::Input& input);
+  // Runs the input without sampling and returns logits or final-norm hidden states, of the last
+  // token or of every token (op `forward`).
+  ForwardResult forward(const protocol::Input& input, const ForwardOptions& options = {});
 
   // Sends the releases of dropped tensors now instead of with the next request.
   void flush_releases();

@@ -234,6 +234,67 @@ TEST(Request, ValidateForModel) {
   }
 }
 
+TEST(Request, ForwardRoundTripAndRules) {
+  for (Output o :
+       {Output::kLastLogits, Output::kAllLogits, Output::kLastEmbedding, Output::kAllEmbeddings}) {
+    Request r;
+    r.op = Op::kForward;
+    r.inputs.push_back(Input{std::nullopt, {3, 4}});
+    r.output = o;
+    r.session = 12;
+    const Request b = decode_request(encode_request(r));
+    EXPECT_EQ(b.op, Op::kForward);
+    EXPECT_EQ(b.output, o);
+    EXPECT_EQ(b.session, 12u);
+    EXPECT_EQ(b.inputs.at(0).tokens, (std::vector<int32_t>{3, 4}));
+    EXPECT_EQ(output_from_name(output_name(o)), o);
+  }
+  Value f = base("forward");
+  f.set("tokens", Value(Value::Array{Value(1)}));
+  EXPECT_EQ(parse_request(f).output, Output::kLastLogits);  // the default
+  f.set("output", Value("logits"));
+  EXPECT_EQ(code_of(f), ErrorCode::kBadValue);
+  f.set("output", Value(1));
+  EXPECT_EQ(code_of(f), ErrorCode::kBadType);
+  Value g = base("generate");
+  g.set("text", Value("x"));
+  g.set("output", Value("all_logits"));
+  EXPECT_EQ(code_of(g), ErrorCode::kUnknownField);
+  Value many = base("forward");
+  many.set("inputs", Value(Value::Array{Value("a"), Value("b")}));
+  EXPECT_EQ(code_of(many), ErrorCode::kUnknownField);
+  EXPECT_EQ(code_of(base("forward")), ErrorCode::kMissingField);
+}
+
+TEST(Request, ForwardOutputMustFitTheMessageLimit) {
+  const ModelShape shape{1000, 10, 100};
+  Limits lim;
+  lim.max_message_bytes = 4000 * 10;  // 10 rows of logits, 100 rows of embeddings
+  Request r;
+  r.op = Op::kForward;
+  r.inputs.push_back(Input{std::nullopt, std::vector<int32_t>(10, 1)});
+  for (Output o :
+       {Output::kLastLogits, Output::kAllLogits, Output::kLastEmbedding, Output::kAllEmbeddings}) {
+    r.output = o;
+    EXPECT_NO_THROW(validate_for_model(r, shape, lim)) << output_name(o);
+  }
+  EXPECT_EQ(output_shape(Output::kAllLogits, 10, shape), (std::pair<uint64_t, uint64_t>{10, 1000}));
+  EXPECT_EQ(output_shape(Output::kLastEmbedding, 10, shape),
+            (std::pair<uint64_t, uint64_t>{1, 100}));
+  r.inputs[0].tokens.push_back(1);  // 11 rows of logits: too large; the rest still fit
+  r.output = Output::kAllLogits;
+  try {
+    validate_for_model(r, shape, lim);
+    FAIL();
+  } catch (const ProtocolError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kTooLarge);
+  }
+  r.output = Output::kAllEmbeddings;
+  EXPECT_NO_THROW(validate_for_model(r, shape, lim));
+  r.output = Output::kLastLogits;
+  EXPECT_NO_THROW(validate_for_model(r, shape, lim));
+}
+
 TEST(Reply, TensorsAndErrors) {
   const float data[4] = {1, 2, 3, 4};
   Value ok = ok_reply(3);

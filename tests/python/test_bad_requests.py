@@ -60,6 +60,11 @@ CASES = [
     ("state not floats", [req("generate", text="x", state=b"\0" * 13)], E.BAD_STATE),
     ("state and session", [req("generate", text="x", session=5, state=b"\0" * 4)], E.BAD_VALUE),
     ("cancel nothing", [req("cancel", target=424242)], E.UNKNOWN_REQUEST),
+    ("forward: unknown output", [req("forward", tokens=[1], output="both")], E.BAD_VALUE),
+    ("output on embed", [req("embed", tokens=[1], output="all_logits")], E.UNKNOWN_FIELD),
+    ("forward: many inputs", [req("forward", inputs=[[1], [2]])], E.UNKNOWN_FIELD),
+    ("forward: output too large", [req("forward", tokens=[1] * 300, output="all_logits")],
+     E.TOO_LARGE),
 ]
 
 

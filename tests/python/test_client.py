@@ -115,6 +115,6 @@ def test_pip_install_offline(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     r = subprocess.run([str(venv / "bin" / "python"), "-c",
-                        "import rwkvd, sys; print(rwkvd.__file__)"], capture_output=True,
+                        "import rwkvd, rwkvd.compat, sys; print(rwkvd.__file__)"], capture_output=True,
                        text=True, cwd=tmp_path)
     assert r.returncode == 0 and "site-packages" in r.stdout, r.stderr

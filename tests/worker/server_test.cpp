@@ -177,6 +177,47 @@ TEST_F(WorkerTest, ConcurrentEmbedsCoalesceIntoFewerDispatches) {
   }
 }
 
+TEST_F(WorkerTest, WithoutCoalescingEachEmbedRequestIsItsOwnDispatch) {
+  RWKVD_FIXTURE(model, kTiny);
+  worker::ServeOptions opt;
+  opt.coalesce_embeds = false;
+  // Ignored without coalescing: nothing waits for company. The window is far longer than the
+  // bound below, so the bound only fails if a request did wait (not on a slow machine).
+  opt.batch_window_us = 60'000'000;
+  start(model, opt);
+  constexpr int kClients = 6;
+  std::vector<std::thread> threads;
+  std::vector<std::vector<float>> got(kClients);
+  std::atomic<int> ready{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      auto c = connect();
+      c->hello();
+      ready++;
+      while (ready.load() < kClients) std::this_thread::yield();
+      const auto t = c->embed({Input{"text number " + std::to_string(i), {}}});
+      got[i].assign(t.data().begin(), t.data().end());
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
+  // A request of two inputs is still one dispatch of two sequences.
+  auto c = connect();
+  const auto two = c->embed({Input{"one", {}}, Input{"two", {}}});
+  EXPECT_EQ(two.shape, (std::vector<int64_t>{2, 64}));
+  const auto stats = c->stats();
+  const protocol::Value* embed = stats.find("embed");
+  EXPECT_EQ(embed->find("dispatches")->as_uint(), static_cast<uint64_t>(kClients + 1));
+  EXPECT_EQ(embed->find("batch_requests")->find("max")->as_uint(), 1u);
+  EXPECT_EQ(embed->find("batch_sequences")->find("max")->as_uint(), 2u);
+  EXPECT_FALSE(c->info().find("options")->find("coalesce_embeds")->as_bool());
+  for (int i = 0; i < kClients; ++i) {
+    expect_near(got[i],
+                ref_run(bytes_of("text number " + std::to_string(i)), OutputMode::kLastEmbedding));
+  }
+}
+
 TEST_F(WorkerTest, PrefixCacheHitsGiveTheSameTokens) {
   RWKVD_FIXTURE(model, kTiny);
   start(model);
@@ -220,6 +261,54 @@ TEST_F(WorkerTest, StopStringsAndStatefulRequests) {
   in_session.sampling = with_state.sampling;
   const auto b = c->generate(Input{"Then", {}}, in_session, {}, s);
   EXPECT_EQ(a.tokens, b.tokens);
+}
+
+TEST_F(WorkerTest, ForwardEqualsBackendAloneInEveryOutputMode) {
+  RWKVD_FIXTURE(model, kTiny);
+  worker::ServeOptions opt;
+  opt.prefill_chunk = 16;  // the 40-token prompt runs as several engine chunks
+  start(model, opt);
+  auto c = connect();
+  const auto toks = bytes_of("Forty bytes of text, give or take some..");
+  const std::pair<protocol::Output, OutputMode> modes[] = {
+      {protocol::Output::kLastLogits, OutputMode::kLastLogits},
+      {protocol::Output::kAllLogits, OutputMode::kAllLogits},
+      {protocol::Output::kLastEmbedding, OutputMode::kLastEmbedding},
+      {protocol::Output::kAllEmbeddings, OutputMode::kAllEmbeddings}};
+  for (const auto& [out, mode] : modes) {
+    client::ForwardOptions o;
+    o.output = out;
+    const client::ForwardResult r = c->forward(Input{std::nullopt, toks}, o);
+    const bool all = protocol::output_all(out);
+    const int64_t width = protocol::output_logits(out) ? 256 : 64;
+    EXPECT_EQ(r.output.shape,
+              (std::vector<int64_t>{all ? static_cast<int64_t>(toks.size()) : 1, width}));
+    EXPECT_EQ(r.n_tokens, toks.size());
+    expect_near(r.output.data(), ref_run(toks, mode), 1e-5f);
+  }
+  // On a session, split over two requests: the same rows, the state advanced, the position.
+  const uint64_t s = c->session_open();
+  client::ForwardOptions o;
+  o.output = protocol::Output::kAllLogits;
+  o.session = s;
+  const std::vector<int32_t> a(toks.begin(), toks.begin() + 25), b(toks.begin() + 25, toks.end());
+  const auto ra = c->forward(Input{std::nullopt, a}, o);
+  const auto rb = c->forward(Input{std::nullopt, b}, o);
+  EXPECT_EQ(rb.position, toks.size());
+  std::vector<float> joined(ra.output.data().begin(), ra.output.data().end());
+  joined.insert(joined.end(), rb.output.data().begin(), rb.output.data().end());
+  expect_near(joined, ref_run(toks, OutputMode::kAllLogits), 1e-5f);
+  expect_near(c->session_state(s).data(), ref_state(), 1e-4f);
+  // Stateless from a state, returning the new state.
+  client::ForwardOptions st;
+  st.state = ref_state();
+  st.return_state = true;
+  const auto more = bytes_of("!?");
+  const auto rs = c->forward(Input{std::nullopt, more}, st);
+  const std::vector<float> from = *st.state;
+  expect_near(rs.output.data(), ref_run(more, OutputMode::kLastLogits, &from), 1e-5f);
+  ASSERT_TRUE(rs.state.has_value());
+  expect_near(rs.state->data(), ref_state(), 1e-4f);
 }
 
 TEST_F(WorkerTest, BadRequestsGetErrorsAndTheWorkerKeepsServing) {

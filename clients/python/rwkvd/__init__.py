@@ -7,10 +7,15 @@
         with c.session() as s:
             s.feed("Some context")
             st = s.state()                        # [n_layer, head_size + 2, n_embd]
+
+`rwkvd.compat` gives the same worker the shape of web-rwkv's Python bindings (Model/Runner,
+run with RnnOption, back_state().to_numpy(), embed, EmbeddingCache); see clients/python/README.md.
 """
-from .client import Chunk, Client, GenerateResult, Session, default_endpoint
+from .client import (OUTPUTS, Chunk, Client, ForwardResult, GenerateResult, Session,
+                     default_endpoint)
 from .errors import (ErrorCode, ProtocolViolation, RequestTimeout, RwkvdError, WorkerError)
 
-__all__ = ["Client", "Session", "Chunk", "GenerateResult", "default_endpoint", "ErrorCode",
+__all__ = ["Client", "Session", "Chunk", "GenerateResult", "ForwardResult", "OUTPUTS",
+           "default_endpoint", "ErrorCode",
            "RwkvdError", "WorkerError", "RequestTimeout", "ProtocolViolation"]
 __version__ = "0.1.0"

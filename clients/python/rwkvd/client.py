@@ -63,6 +63,24 @@ class GenerateResult:
     session: Optional[int] = None
 
 
+OUTPUTS = ("last_logits", "all_logits", "last_embedding", "all_embeddings")
+
+
+@dataclass
+class ForwardResult:
+    """The reply of a `forward`: the output tensor and where the state stands.
+
+    `output` is float32 [1, n_vocab] (last_logits), [n_tokens, n_vocab] (all_logits),
+    [1, n_embd] (last_embedding) or [n_tokens, n_embd] (all_embeddings).
+    """
+
+    output: np.ndarray
+    n_tokens: int
+    state: Optional[np.ndarray] = None
+    session: Optional[int] = None
+    position: Optional[int] = None
+
+
 @dataclass
 class Chunk:
     """A piece of a streamed generation; `result` is set on the last one."""
@@ -296,6 +314,40 @@ class Client:
         items = [p if isinstance(p, str) else [int(t) for t in p] for p in inputs]
         return self._tensor(self.call("embed", inputs=items)["embeddings"])
 
+    def forward(self, prompt: Prompt, *, output: str = "last_logits",
+                session: Optional[int] = None, state: Optional[np.ndarray] = None,
+                return_state: bool = False) -> ForwardResult:
+        """Run `prompt` without sampling: logits or final-norm hidden states (PROTOCOL.md, Forward).
+
+        `output` is one of OUTPUTS. With `session` the session's state is continued and
+        advanced; with `state` a stateless request starts from it (else from zeros).
+        The output of one request must fit in the worker's max_message_bytes (too_large
+        otherwise): split long inputs over several requests on a session.
+        """
+        if output not in OUTPUTS:
+            raise ValueError(f"output must be one of {OUTPUTS}, not {output!r}")
+        self._ensure_hello()
+        r = self.call("forward", **_prompt_fields(prompt), output=output, session=session,
+                      state=_state_bytes(state) if state is not None else None,
+                      return_state=return_state or None)
+        return ForwardResult(output=self._tensor(r["output"]), n_tokens=r["n_tokens"],
+                             state=self._tensor(r["state"]) if "state" in r else None,
+                             session=r.get("session"), position=r.get("position"))
+
+    @property
+    def limits(self) -> Dict[str, Any]:
+        """The worker's limits (hello.limits)."""
+        self._ensure_hello()
+        assert self._hello is not None
+        return dict(self._hello["limits"])
+
+    @property
+    def model(self) -> Dict[str, Any]:
+        """The worker's model shape (hello.model: n_vocab, n_embd, n_layer, head_size, ...)."""
+        self._ensure_hello()
+        assert self._hello is not None
+        return dict(self._hello["model"])
+
     def session(self, state: Optional[np.ndarray] = None) -> "Session":
         """A new session (its own recurrent state on the worker), from zeros or `state`."""
         self._ensure_hello()
@@ -353,6 +405,10 @@ class Session:
         """Feed `prompt` and return the embedding of its last token, [n_embd]."""
         return self.client._tensor(
             self.client.call("embed", session=self.id, **_prompt_fields(prompt))["embeddings"])[0]
+
+    def forward(self, prompt: Prompt, output: str = "last_logits") -> ForwardResult:
+        """Client.forward continuing (and advancing) this session's state."""
+        return self.client.forward(prompt, output=output, session=self.id)
 
     def state(self) -> np.ndarray:
         """The state, [n_layer, head_size + 2, n_embd] float32 (docs/STATE_LAYOUT.md)."""

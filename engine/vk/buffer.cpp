@@ -1,0 +1,93 @@
+#include "engine/vk/buffer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "engine/vk/vk_check.h"
+
+namespace rwkvd::engine::vk {
+
+Buffer::Buffer(Device& dev, VkDeviceSize size, MemKind kind) : dev_(dev.device()), size_(size) {
+  VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  bci.size = std::max<VkDeviceSize>(size, 16);
+  bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+              VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  RWKVD_VK(vkCreateBuffer(dev_, &bci, nullptr, &buf_));
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(dev_, buf_, &req);
+  uint32_t type = 0;
+  switch (kind) {
+    case MemKind::kDevice:
+      type = dev.memory_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+      break;
+    case MemKind::kUpload:
+      type = dev.memory_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT,
+                             VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
+      break;
+    case MemKind::kReadback:
+      type = dev.memory_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT,
+                             VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+      break;
+  }
+  VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+  mai.allocationSize = req.size;
+  mai.memoryTypeIndex = type;
+  const VkResult r = vkAllocateMemory(dev_, &mai, nullptr, &mem_);
+  if (r != VK_SUCCESS) {
+    vkDestroyBuffer(dev_, buf_, nullptr);
+    vk_fail(r, "vkAllocateMemory");
+  }
+  RWKVD_VK(vkBindBufferMemory(dev_, buf_, mem_, 0));
+  const VkMemoryPropertyFlags flags = dev.mem_props().memoryTypes[type].propertyFlags;
+  coherent_ = (flags & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT) != 0;
+  atom_ = dev.props().limits.nonCoherentAtomSize;
+  if (kind != MemKind::kDevice) RWKVD_VK(vkMapMemory(dev_, mem_, 0, VK_WHOLE_SIZE, 0, &map_));
+}
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    release();
+    dev_ = std::exchange(o.dev_, VK_NULL_HANDLE);
+    buf_ = std::exchange(o.buf_, VK_NULL_HANDLE);
+    mem_ = std::exchange(o.mem_, VK_NULL_HANDLE);
+    size_ = std::exchange(o.size_, 0);
+    map_ = std::exchange(o.map_, nullptr);
+    coherent_ = o.coherent_;
+    atom_ = o.atom_;
+  }
+  return *this;
+}
+
+Buffer::~Buffer() {
+  release();
+}
+
+void Buffer::release() {
+  if (dev_ == VK_NULL_HANDLE) return;
+  if (buf_ != VK_NULL_HANDLE) vkDestroyBuffer(dev_, buf_, nullptr);
+  if (mem_ != VK_NULL_HANDLE) vkFreeMemory(dev_, mem_, nullptr);
+  buf_ = VK_NULL_HANDLE;
+  mem_ = VK_NULL_HANDLE;
+  dev_ = VK_NULL_HANDLE;
+}
+
+void Buffer::flush(VkDeviceSize offset, VkDeviceSize size) const {
+  if (coherent_ || size == 0) return;
+  VkMappedMemoryRange r{VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE};
+  r.memory = mem_;
+  r.offset = offset / atom_ * atom_;
+  r.size = VK_WHOLE_SIZE;
+  RWKVD_VK(vkFlushMappedMemoryRanges(dev_, 1, &r));
+}
+
+void Buffer::invalidate(VkDeviceSize offset, VkDeviceSize size) const {
+  if (coherent_ || size == 0) return;
+  VkMappedMemoryRange r{VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE};
+  r.memory = mem_;
+  r.offset = offset / atom_ * atom_;
+  r.size = VK_WHOLE_SIZE;
+  RWKVD_VK(vkInvalidateMappedMemoryRanges(dev_, 1, &r));
+}
+
+}  // namespace rwkvd::engine::vk

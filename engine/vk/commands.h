@@ -1,0 +1,41 @@
+#pragma once
+// A command pool and fence for work the host waits on (state transfers, kernel tests), and the
+// submit helper every submitter uses (it takes the device's queue mutex).
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <functional>
+#include <span>
+
+#include "engine/vk/device.h"
+
+namespace rwkvd::engine::vk {
+
+// Submits command buffers under the queue mutex; signals `fence` (may be null) and, when
+// `timeline` is set, the timeline semaphore to `value`.
+void submit(Device& dev, std::span<const VkCommandBuffer> cbs, VkFence fence,
+            VkSemaphore timeline = VK_NULL_HANDLE, uint64_t value = 0);
+
+class Commands {
+ public:
+  explicit Commands(Device& dev);
+  ~Commands();
+  Commands(const Commands&) = delete;
+  Commands& operator=(const Commands&) = delete;
+
+  VkCommandPool pool() const { return pool_; }
+  // Records `fn` into a one-shot command buffer, submits it and waits for it.
+  void run_now(const std::function<void(VkCommandBuffer)>& fn);
+  // Allocates primary command buffers from the pool (freed with the pool).
+  void allocate(std::span<VkCommandBuffer> out);
+  // Submits and waits.
+  void submit_and_wait(std::span<const VkCommandBuffer> cbs);
+
+ private:
+  Device& dev_;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer one_shot_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+};
+
+}  // namespace rwkvd::engine::vk

@@ -1,0 +1,277 @@
+#include "engine/vk/device.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "engine/vk/vk_check.h"
+
+namespace rwkvd::engine::vk {
+namespace {
+
+std::atomic<uint64_t> g_validation_errors{0};
+std::atomic<bool> g_validation_enabled{false};
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
+VKAPI_ATTR VkBool32 VKAPI_CALL on_debug_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                VkDebugUtilsMessageTypeFlagsEXT,
+                                                const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                                void*) {
+  if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) {
+    g_validation_errors.fetch_add(1);
+    std::fprintf(stderr, "rwkvd vulkan validation error: %s\n", data->pMessage);
+  } else if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
+    std::fprintf(stderr, "rwkvd vulkan validation warning: %s\n", data->pMessage);
+  }
+  return VK_FALSE;
+}
+
+bool has_layer(const char* name) {
+  uint32_t n = 0;
+  vkEnumerateInstanceLayerProperties(&n, nullptr);
+  std::vector<VkLayerProperties> layers(n);
+  vkEnumerateInstanceLayerProperties(&n, layers.data());
+  return std::any_of(layers.begin(), layers.end(), [&](const VkLayerProperties& l) {
+    return std::strcmp(l.layerName, name) == 0;
+  });
+}
+
+int type_rank(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      return 0;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      return 1;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+      return 3;
+    default:
+      return 4;
+  }
+}
+
+VkPhysicalDevice choose_device(VkInstance instance) {
+  uint32_t n = 0;
+  RWKVD_VK(vkEnumeratePhysicalDevices(instance, &n, nullptr));
+  std::vector<VkPhysicalDevice> devs(n);
+  RWKVD_VK(vkEnumeratePhysicalDevices(instance, &n, devs.data()));
+  // Only Vulkan 1.2+ devices: the kernels rely on 1.2 core (timeline semaphores, SPIR-V 1.5).
+  std::vector<VkPhysicalDevice> usable;
+  std::vector<std::string> names;
+  for (VkPhysicalDevice d : devs) {
+    VkPhysicalDeviceProperties p;
+    vkGetPhysicalDeviceProperties(d, &p);
+    if (p.apiVersion >= VK_API_VERSION_1_2) {
+      usable.push_back(d);
+      names.emplace_back(p.deviceName);
+    }
+  }
+  if (usable.empty()) throw EngineError("vulkan: no device supporting Vulkan 1.2 found");
+  if (const char* want = std::getenv("RWKVD_DEVICE"); want != nullptr && *want != '\0') {
+    char* end = nullptr;
+    const unsigned long idx = std::strtoul(want, &end, 10);
+    if (*end == '\0') {
+      if (idx >= usable.size()) {
+        throw EngineError("vulkan: RWKVD_DEVICE=" + std::string(want) + " but only " +
+                          std::to_string(usable.size()) + " device(s)");
+      }
+      return usable[idx];
+    }
+    for (size_t i = 0; i < usable.size(); ++i) {
+      if (names[i].find(want) != std::string::npos) return usable[i];
+    }
+    throw EngineError("vulkan: no device name contains RWKVD_DEVICE=" + std::string(want));
+  }
+  return *std::min_element(usable.begin(), usable.end(),
+                           [](VkPhysicalDevice a, VkPhysicalDevice b) {
+                             VkPhysicalDeviceProperties pa, pb;
+                             vkGetPhysicalDeviceProperties(a, &pa);
+                             vkGetPhysicalDeviceProperties(b, &pb);
+                             return type_rank(pa.deviceType) < type_rank(pb.deviceType);
+                           });
+}
+
+}  // namespace
+
+uint64_t Device::validation_errors() {
+  return g_validation_errors.load();
+}
+bool Device::validation_enabled() {
+  return g_validation_enabled.load();
+}
+
+Device::Device() {
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "rwkvd";
+  app.apiVersion = VK_API_VERSION_1_2;
+  std::vector<const char*> layers, exts;
+  const bool validate = env_flag("RWKVD_VK_VALIDATION");
+  if (validate) {
+    if (!has_layer("VK_LAYER_KHRONOS_validation")) {
+      throw EngineError("vulkan: RWKVD_VK_VALIDATION=1 but VK_LAYER_KHRONOS_validation is absent");
+    }
+    layers.push_back("VK_LAYER_KHRONOS_validation");
+    exts.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+  }
+  VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  ici.pApplicationInfo = &app;
+  ici.enabledLayerCount = static_cast<uint32_t>(layers.size());
+  ici.ppEnabledLayerNames = layers.data();
+  ici.enabledExtensionCount = static_cast<uint32_t>(exts.size());
+  ici.ppEnabledExtensionNames = exts.data();
+  RWKVD_VK(vkCreateInstance(&ici, nullptr, &instance_));
+  try {
+    if (validate) {
+      VkDebugUtilsMessengerCreateInfoEXT mci{
+          VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+      mci.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT |
+                            VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT;
+      mci.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                        VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                        VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+      mci.pfnUserCallback = on_debug_message;
+      auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+          vkGetInstanceProcAddr(instance_, "vkCreateDebugUtilsMessengerEXT"));
+      if (create == nullptr) throw EngineError("vulkan: vkCreateDebugUtilsMessengerEXT missing");
+      RWKVD_VK(create(instance_, &mci, nullptr, &messenger_));
+      g_validation_enabled = true;
+    }
+    phys_ = choose_device(instance_);
+    vkGetPhysicalDeviceProperties(phys_, &props_);
+    vkGetPhysicalDeviceMemoryProperties(phys_, &mem_props_);
+
+    // A compute queue; prefer a family without graphics (often the less contended one).
+    uint32_t nf = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nf, nullptr);
+    std::vector<VkQueueFamilyProperties> fams(nf);
+    vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nf, fams.data());
+    int best = -1;
+    for (uint32_t i = 0; i < nf; ++i) {
+      if (!(fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
+      if (best < 0 || (!(fams[i].queueFlags & VK_QUEUE_GRAPHICS_BIT) &&
+                       (fams[best].queueFlags & VK_QUEUE_GRAPHICS_BIT))) {
+        best = static_cast<int>(i);
+      }
+    }
+    if (best < 0) throw EngineError("vulkan: device has no compute queue");
+    family_ = static_cast<uint32_t>(best);
+
+    // Query optional features and enable those present.
+    VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+    VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    f11.pNext = &f12;
+    VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    f2.pNext = &f11;
+    vkGetPhysicalDeviceFeatures2(phys_, &f2);
+    if (!f12.timelineSemaphore) throw EngineError("vulkan: timeline semaphores are required");
+    if (!f2.features.shaderStorageBufferArrayDynamicIndexing) {
+      throw EngineError("vulkan: shaderStorageBufferArrayDynamicIndexing is required");
+    }
+    VkPhysicalDeviceVulkan11Features e11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+    VkPhysicalDeviceVulkan12Features e12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    e11.pNext = &e12;
+    VkPhysicalDeviceFeatures2 e2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    e2.pNext = &e11;
+    e2.features.shaderStorageBufferArrayDynamicIndexing = VK_TRUE;
+    e2.features.shaderInt16 = f2.features.shaderInt16;
+    e12.timelineSemaphore = VK_TRUE;
+    e12.shaderFloat16 = features_.float16 = f12.shaderFloat16;
+    e12.storageBuffer8BitAccess = features_.storage8 = f12.storageBuffer8BitAccess;
+    e12.shaderInt8 = f12.shaderInt8;
+    e11.storageBuffer16BitAccess = features_.storage16 = f11.storageBuffer16BitAccess;
+
+    VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    p2.pNext = &sg;
+    vkGetPhysicalDeviceProperties2(phys_, &p2);
+    features_.subgroup_size = sg.subgroupSize;
+    features_.subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                               (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
+                               sg.subgroupSize >= 4 && !env_flag("RWKVD_VK_NO_SUBGROUP");
+
+    const float prio = 1.0f;
+    VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+    qci.queueFamilyIndex = family_;
+    qci.queueCount = 1;
+    qci.pQueuePriorities = &prio;
+    VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+    dci.pNext = &e2;
+    dci.queueCreateInfoCount = 1;
+    dci.pQueueCreateInfos = &qci;
+    RWKVD_VK(vkCreateDevice(phys_, &dci, nullptr, &dev_));
+    vkGetDeviceQueue(dev_, family_, 0, &queue_);
+  } catch (...) {
+    if (messenger_ != VK_NULL_HANDLE) {
+      auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
+          vkGetInstanceProcAddr(instance_, "vkDestroyDebugUtilsMessengerEXT"));
+      destroy(instance_, messenger_, nullptr);
+    }
+    vkDestroyInstance(instance_, nullptr);
+    throw;
+  }
+}
+
+Device::~Device() {
+  if (dev_ != VK_NULL_HANDLE) {
+    vkDeviceWaitIdle(dev_);
+    vkDestroyDevice(dev_, nullptr);
+  }
+  if (messenger_ != VK_NULL_HANDLE) {
+    auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(instance_, "vkDestroyDebugUtilsMessengerEXT"));
+    destroy(instance_, messenger_, nullptr);
+  }
+  vkDestroyInstance(instance_, nullptr);
+}
+
+uint32_t Device::memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,
+                             VkMemoryPropertyFlags preferred) const {
+  int fallback = -1;
+  for (uint32_t i = 0; i < mem_props_.memoryTypeCount; ++i) {
+    if (!(type_bits & (1u << i))) continue;
+    const VkMemoryPropertyFlags f = mem_props_.memoryTypes[i].propertyFlags;
+    if ((f & required) != required) continue;
+    if ((f & preferred) == preferred) return i;
+    if (fallback < 0) fallback = static_cast<int>(i);
+  }
+  if (fallback < 0) throw EngineError("vulkan: no suitable memory type");
+  return static_cast<uint32_t>(fallback);
+}
+
+const char* vk_result_name(VkResult r) {
+  switch (r) {
+    case VK_SUCCESS:
+      return "VK_SUCCESS";
+    case VK_NOT_READY:
+      return "VK_NOT_READY";
+    case VK_TIMEOUT:
+      return "VK_TIMEOUT";
+    case VK_ERROR_OUT_OF_HOST_MEMORY:
+      return "VK_ERROR_OUT_OF_HOST_MEMORY";
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY:
+      return "VK_ERROR_OUT_OF_DEVICE_MEMORY";
+    case VK_ERROR_INITIALIZATION_FAILED:
+      return "VK_ERROR_INITIALIZATION_FAILED";
+    case VK_ERROR_DEVICE_LOST:
+      return "VK_ERROR_DEVICE_LOST";
+    case VK_ERROR_LAYER_NOT_PRESENT:
+      return "VK_ERROR_LAYER_NOT_PRESENT";
+    case VK_ERROR_EXTENSION_NOT_PRESENT:
+      return "VK_ERROR_EXTENSION_NOT_PRESENT";
+    case VK_ERROR_FEATURE_NOT_PRESENT:
+      return "VK_ERROR_FEATURE_NOT_PRESENT";
+    case VK_ERROR_INCOMPATIBLE_DRIVER:
+      return "VK_ERROR_INCOMPATIBLE_DRIVER";
+    default:
+      return "VkResult(other)";
+  }
+}
+
+}  // namespace rwkvd::engine::vk

@@ -1,0 +1,65 @@
+#pragma once
+// One Vulkan device for compute: instance, physical device choice, logical device with the
+// optional features rwkvd uses when present, one compute queue, and (RWKVD_VK_VALIDATION=1)
+// the Khronos validation layer with a messenger that counts errors so tests can fail on them.
+#include <vulkan/vulkan.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+namespace rwkvd::engine::vk {
+
+struct DeviceFeatures {
+  bool float16 = false;         // shaderFloat16
+  bool storage16 = false;       // storageBuffer16BitAccess
+  bool storage8 = false;        // storageBuffer8BitAccess
+  bool subgroup_arith = false;  // compute-stage subgroup add (the _sg matmul variant)
+  uint32_t subgroup_size = 0;
+};
+
+class Device {
+ public:
+  // Picks the device named by $RWKVD_DEVICE (index, or a substring of the name), else the first
+  // discrete GPU, else the first integrated, else any. Throws EngineError when none exists.
+  // $RWKVD_VK_NO_SUBGROUP=1 disables the subgroup kernels (to test the portable fallback).
+  Device();
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  VkInstance instance() const { return instance_; }
+  VkPhysicalDevice physical() const { return phys_; }
+  VkDevice device() const { return dev_; }
+  VkQueue queue() const { return queue_; }
+  uint32_t queue_family() const { return family_; }
+  const VkPhysicalDeviceProperties& props() const { return props_; }
+  const VkPhysicalDeviceMemoryProperties& mem_props() const { return mem_props_; }
+  const DeviceFeatures& features() const { return features_; }
+  std::string name() const { return props_.deviceName; }
+  // The queue is shared by the forward and the uploader thread: hold this to submit.
+  std::mutex& queue_mutex() { return queue_mu_; }
+
+  // Validation errors reported since the device was created (0 when validation is off).
+  static uint64_t validation_errors();
+  static bool validation_enabled();
+
+  // Memory type index with all of `required` flags (and preferably `preferred`); throws if none.
+  uint32_t memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,
+                       VkMemoryPropertyFlags preferred = 0) const;
+
+ private:
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  VkPhysicalDevice phys_ = VK_NULL_HANDLE;
+  VkDevice dev_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  uint32_t family_ = 0;
+  VkPhysicalDeviceProperties props_{};
+  VkPhysicalDeviceMemoryProperties mem_props_{};
+  DeviceFeatures features_;
+  std::mutex queue_mu_;
+};
+
+}  // namespace rwkvd::engine::vk

@@ -1,0 +1,313 @@
+#include "engine/vk/forward.h"
+
+#include <algorithm>
+
+#include "engine/error.h"
+#include "engine/vk/vk_check.h"
+
+namespace rwkvd::engine::vk {
+namespace {
+
+uint32_t row_bytes(const GgufTensor* t) {
+  return static_cast<uint32_t>(*ggml_row_bytes(t->type, static_cast<uint64_t>(t->ne[0])));
+}
+
+MmSlot slot_for(const GgufTensor* t, uint32_t x, uint32_t y, MmMode mode) {
+  return {
+      static_cast<uint32_t>(t->ne[0]), static_cast<uint32_t>(t->ne[1]), x, y, mode, row_bytes(t)};
+}
+
+}  // namespace
+
+Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv7Model& model,
+                 uint32_t token_cap, uint32_t seq_cap, uint32_t n_slots)
+    : dev_(dev),
+      w_(weights),
+      model_(model),
+      hp_(model.hparams()),
+      token_cap_(token_cap),
+      seq_cap_(seq_cap),
+      kernels_(dev, pipes),
+      cmds_(dev) {
+  const uint32_t D = hp_.n_embd, Tc = token_cap;
+  if (D % 8 != 0 || hp_.n_embd % hp_.head_size != 0) {
+    throw EngineError("vulkan: n_embd must be a multiple of 8 and of the head size");
+  }
+  // Activation regions, each [token_cap][width] floats.
+  uint32_t at = 0;
+  auto region = [&](uint32_t width) {
+    const uint32_t o = at;
+    at += Tc * width;
+    return o;
+  };
+  a_.x = region(D);
+  a_.lerp = region(6 * D);  // xr, xw, xk, xv, xa, xg: each Tc*D apart
+  a_.save_a = region(D);
+  a_.save_f = region(D);
+  a_.r = region(D);
+  a_.k = region(D);
+  a_.v = region(D);
+  a_.hw = region(hp_.rank_w);
+  a_.ha = region(hp_.rank_a);
+  a_.hv = region(std::max(hp_.rank_v, hp_.rank_a));
+  a_.hg = region(hp_.rank_g);
+  a_.wl = region(D);
+  a_.al = region(D);
+  a_.vl = region(D);
+  a_.g = region(D);
+  a_.vf = region(D);
+  a_.y = region(D);
+  a_.fx = region(D);
+  a_.fh = region(hp_.n_ffn);
+  a_.embd = region(D);
+  a_.logits = region(hp_.n_vocab);
+  a_.total = at;
+  if (VkDeviceSize{at} * 4 > dev.props().limits.maxStorageBufferRange) {
+    throw EngineError("vulkan: activations for " + std::to_string(Tc) +
+                      " tokens exceed the device's storage buffer range; lower max_chunk");
+  }
+  act_ = Buffer(dev, VkDeviceSize{at} * 4, MemKind::kDevice);
+  state_ = Buffer(dev, VkDeviceSize{n_slots} * hp_.state_floats() * 4, MemKind::kDevice);
+  meta_ = Buffer(dev, (4 * VkDeviceSize{Tc} + 4 * seq_cap + Tc) * 4, MemKind::kUpload);
+  readback_ = Buffer(dev, VkDeviceSize{Tc} * (D + hp_.n_vocab) * 4, MemKind::kReadback);
+  cmds_.run_now([&](VkCommandBuffer cb) {
+    vkCmdFillBuffer(cb, state_.handle(), 0, VK_WHOLE_SIZE, 0);
+    vkCmdFillBuffer(cb, act_.handle(), 0, VK_WHOLE_SIZE, 0);
+  });
+
+  const uint32_t L = hp_.n_layer;
+  sets_ = std::make_unique<DescriptorSets>(dev, pipes.set_layout(), 3 + 16 * L);
+  SetBindings base;
+  base.meta = {meta_.handle(), 0, VK_WHOLE_SIZE};
+  base.act = {act_.handle(), 0, VK_WHOLE_SIZE};
+  base.vecs = {w_.vecs().handle(), 0, VK_WHOLE_SIZE};
+  base.state = {state_.handle(), 0, VK_WHOLE_SIZE};
+  base.weights[0] = base.vecs;  // kernels without weights still need a valid binding
+  base_set_ = sets_->make(base);
+  SetBindings emb = base;
+  emb.weights[0] = w_.range(model.token_embd);
+  embed_set_ = sets_->make(emb);
+
+  std::vector<GgmlType> types;
+  const uint32_t TD = Tc * D;
+  for (uint32_t l = 0; l < L; ++l) {
+    const Rwkv7Layer& ly = model.layers()[l];
+    LayerPlan p;
+    std::vector<std::pair<const GgufTensor*, MmSlot>> first = {
+        {ly.receptance, slot_for(ly.receptance, a_.lerp + 0 * TD, a_.r, MmMode::kStore)},
+        {ly.key, slot_for(ly.key, a_.lerp + 2 * TD, a_.k, MmMode::kStore)},
+        {ly.value, slot_for(ly.value, a_.lerp + 3 * TD, a_.v, MmMode::kStore)},
+        {ly.w1, slot_for(ly.w1, a_.lerp + 1 * TD, a_.hw, MmMode::kTanh)},
+        {ly.a1, slot_for(ly.a1, a_.lerp + 4 * TD, a_.ha, MmMode::kStore)},
+        {ly.g1, slot_for(ly.g1, a_.lerp + 5 * TD, a_.hg, MmMode::kSigmoid)}};
+    std::vector<std::pair<const GgufTensor*, MmSlot>> second = {
+        {ly.w2, slot_for(ly.w2, a_.hw, a_.wl, MmMode::kStore)},
+        {ly.a2, slot_for(ly.a2, a_.ha, a_.al, MmMode::kStore)},
+        {ly.g2, slot_for(ly.g2, a_.hg, a_.g, MmMode::kStore)}};
+    if (l > 0) {  // layer 0's v1/v2 are placeholders: it has no value residual
+      first.push_back({ly.v1, slot_for(ly.v1, a_.lerp + 3 * TD, a_.hv, MmMode::kStore)});
+      second.push_back({ly.v2, slot_for(ly.v2, a_.hv, a_.vl, MmMode::kStore)});
+    }
+    p.first = group(first);
+    p.second = group(second);
+    p.out = group({{ly.output, slot_for(ly.output, a_.y, a_.x, MmMode::kAdd)}});
+    p.fkey = group({{ly.ffn_key, slot_for(ly.ffn_key, a_.fx, a_.fh, MmMode::kReluSq)}});
+    p.fval = group({{ly.ffn_value, slot_for(ly.ffn_value, a_.fh, a_.x, MmMode::kAdd)}});
+    for (auto* gs : {&p.first, &p.second, &p.out, &p.fkey, &p.fval}) {
+      for (const MmGroup& g : *gs) types.push_back(g.type);
+    }
+    layers_.push_back(std::move(p));
+  }
+  head_ = group({{model.head, slot_for(model.head, a_.embd, a_.logits, MmMode::kStore)}});
+  types.push_back(model.head->type);
+  types.push_back(model.token_embd->type);
+  std::sort(types.begin(), types.end());
+  types.erase(std::unique(types.begin(), types.end()), types.end());
+  kernels_.warm(types, hp_.head_size);
+  // Decode dispatches of the last layer (it has every product).
+  dispatches_per_layer_ = 3;  // two shifts and wkv; the rest are matrix products
+  for (auto* gs : {&layers_.back().first, &layers_.back().second, &layers_.back().out,
+                   &layers_.back().fkey, &layers_.back().fval}) {
+    dispatches_per_layer_ += static_cast<uint32_t>(gs->size());
+  }
+}
+
+Forward::~Forward() = default;
+
+// Splits products into dispatches of one weight type, at most four each, keeping their order.
+std::vector<Forward::MmGroup> Forward::group(
+    const std::vector<std::pair<const GgufTensor*, MmSlot>>& mats) {
+  std::vector<MmGroup> out;
+  std::vector<std::vector<const GgufTensor*>> tensors;
+  for (const auto& [t, slot] : mats) {
+    size_t gi = out.size();
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (out[i].type == t->type && out[i].slots.size() < kWeightBindings) gi = i;
+    }
+    if (gi == out.size()) {
+      out.push_back({t->type, VK_NULL_HANDLE, {}});
+      tensors.emplace_back();
+    }
+    out[gi].slots.push_back(slot);
+    tensors[gi].push_back(t);
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    SetBindings b;
+    b.meta = {meta_.handle(), 0, VK_WHOLE_SIZE};
+    b.act = {act_.handle(), 0, VK_WHOLE_SIZE};
+    b.vecs = {w_.vecs().handle(), 0, VK_WHOLE_SIZE};
+    b.state = {state_.handle(), 0, VK_WHOLE_SIZE};
+    for (size_t j = 0; j < tensors[i].size(); ++j) b.weights[j] = w_.range(tensors[i][j]);
+    out[i].set = sets_->make(b);
+  }
+  return out;
+}
+
+void Forward::record_mm(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T) {
+  for (const MmGroup& g : groups) kernels_.mm(cb, g.set, g.type, g.slots, T);
+}
+
+const std::vector<VkCommandBuffer>& Forward::commands(const ForwardShape& shape) {
+  if (auto it = recorded_.find(shape); it != recorded_.end()) return it->second;
+  if (recorded_.size() >= 64) {  // bound the cache; shapes repeat in steady decode
+    for (auto& [s, cbs] : recorded_) {
+      vkFreeCommandBuffers(dev_.device(), cmds_.pool(), static_cast<uint32_t>(cbs.size()),
+                           cbs.data());
+    }
+    recorded_.clear();
+  }
+  std::vector<VkCommandBuffer> cbs(hp_.n_layer + 2);
+  cmds_.allocate(cbs);
+  for (uint32_t s = 0; s < cbs.size(); ++s) {
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    RWKVD_VK(vkBeginCommandBuffer(cbs[s], &bi));
+    record(cbs[s], s, shape);
+    RWKVD_VK(vkEndCommandBuffer(cbs[s]));
+  }
+  return recorded_.emplace(shape, std::move(cbs)).first->second;
+}
+
+void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s) {
+  const uint32_t D = hp_.n_embd, N = hp_.head_size, L = hp_.n_layer;
+  const uint32_t row_floats = D, layer_floats = (N + 2) * D;
+  const uint32_t slot_floats = static_cast<uint32_t>(hp_.state_floats());
+  Kernels::barrier(cb);  // after the previous segment / chunk / state transfer
+  if (segment == 0) {
+    EmbedArgs e{D,
+                row_bytes(model_.token_embd),
+                a_.x,
+                w_.vec(model_.emb_norm_w),
+                w_.vec(model_.emb_norm_b),
+                hp_.ln_eps};
+    kernels_.embed(cb, embed_set_, model_.token_embd->type, e, s.T);
+    return;
+  }
+  if (segment == L + 1) {
+    OutLnArgs o{D,
+                a_.x,
+                a_.embd,
+                w_.vec(model_.out_norm_w),
+                w_.vec(model_.out_norm_b),
+                s.n_out,
+                s.B,
+                meta_seq(),
+                meta_out(),
+                slot_floats,
+                a_.save_f,
+                (L - 1) * layer_floats + (N + 1) * row_floats,
+                hp_.ln_eps};
+    kernels_.out_ln(cb, base_set_, o);
+    if (s.n_logit > 0) {
+      Kernels::barrier(cb);
+      record_mm(cb, head_, s.n_logit);
+    }
+    if (s.n_out > 0) {
+      Kernels::barrier(cb);
+      VkBufferCopy regions[2] = {{VkDeviceSize{a_.embd} * 4, 0, VkDeviceSize{s.n_out} * D * 4},
+                                 {VkDeviceSize{a_.logits} * 4, readback_logits_offset(),
+                                  VkDeviceSize{s.n_logit} * hp_.n_vocab * 4}};
+      vkCmdCopyBuffer(cb, act_.handle(), readback_.handle(), s.n_logit > 0 ? 2 : 1, regions);
+    }
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    return;
+  }
+  const uint32_t l = segment - 1;
+  const Rwkv7Layer& ly = model_.layers()[l];
+  const LayerPlan& p = layers_[l];
+  const uint32_t lbase = l * layer_floats;
+  ShiftArgs tm{D,
+               6,
+               a_.x,
+               a_.lerp,
+               token_cap_ * D,
+               a_.save_a,
+               w_.vec(ly.attn_norm_w),
+               w_.vec(ly.attn_norm_b),
+               w_.vec(ly.lerp_fused),
+               lbase,
+               slot_floats,
+               l > 0 ? 1u : 0u,
+               a_.save_f,
+               l > 0 ? (l - 1) * layer_floats + (N + 1) * row_floats : 0,
+               meta_seq(),
+               hp_.ln_eps};
+  kernels_.shift(cb, base_set_, tm, s.T);
+  Kernels::barrier(cb);
+  record_mm(cb, p.first, s.T);
+  Kernels::barrier(cb);
+  record_mm(cb, p.second, s.T);
+  Kernels::barrier(cb);
+  WkvArgs wk{D,
+             a_.r,
+             a_.k,
+             a_.v,
+             a_.wl,
+             a_.al,
+             a_.vl,
+             a_.g,
+             a_.vf,
+             a_.y,
+             w_.vec(ly.w0),
+             w_.vec(ly.a0),
+             w_.vec(ly.v0),
+             w_.vec(ly.k_k),
+             w_.vec(ly.k_a),
+             w_.vec(ly.r_k),
+             w_.vec(ly.ln_x_w),
+             w_.vec(ly.ln_x_b),
+             lbase,
+             slot_floats,
+             l == 0 ? 1u : 0u,
+             meta_seq()};
+  kernels_.wkv(cb, base_set_, wk, hp_.n_head, N, s.B);
+  Kernels::barrier(cb);
+  record_mm(cb, p.out, s.T);
+  Kernels::barrier(cb);
+  ShiftArgs cm{D,
+               1,
+               a_.x,
+               a_.fx,
+               token_cap_ * D,
+               a_.save_f,
+               w_.vec(ly.attn_norm2_w),
+               w_.vec(ly.attn_norm2_b),
+               w_.vec(ly.ffn_lerp_k),
+               lbase + (N + 1) * row_floats,
+               slot_floats,
+               1,
+               a_.save_a,
+               lbase,
+               meta_seq(),
+               hp_.ln_eps};
+  kernels_.shift(cb, base_set_, cm, s.T);
+  Kernels::barrier(cb);
+  record_mm(cb, p.fkey, s.T);
+  Kernels::barrier(cb);
+  record_mm(cb, p.fval, s.T);
+}
+
+}  // namespace rwkvd::engine::vk

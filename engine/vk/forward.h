@@ -1,0 +1,92 @@
+#pragma once
+// The RWKV-7 forward as Vulkan work: a fixed plan (activation layout, descriptor sets, grouped
+// matrix products) built once per model, and command buffers recorded once per batch shape
+// (tokens, sequences, output rows) and replayed. Each shape has n_layer + 2 command buffers,
+// one per upload segment (embedding, layer l, head), so a forward can start while later layers
+// are still uploading. Decode uses 9 dispatches per layer when r/k/v share a weight type:
+// shift, r/k/v, LoRA down (w1,a1,v1,g1), LoRA up, wkv, output, shift, ffn key, ffn value.
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "engine/model.h"
+#include "engine/vk/buffer.h"
+#include "engine/vk/commands.h"
+#include "engine/vk/kernels.h"
+#include "engine/vk/weights.h"
+
+namespace rwkvd::engine::vk {
+
+struct ForwardShape {
+  uint32_t T = 0;        // tokens in the chunk, all sequences
+  uint32_t B = 0;        // sequences
+  uint32_t n_out = 0;    // rows that produce an output (embedding rows included)
+  uint32_t n_logit = 0;  // the first n_logit of them also go through the head
+  auto operator<=>(const ForwardShape&) const = default;
+};
+
+// Float offsets of the activation regions (each [T_cap][width]).
+struct ActLayout {
+  uint32_t x, lerp, save_a, save_f, r, k, v, hw, ha, hv, hg, wl, al, vl, g, vf, y, fx, fh, embd,
+      logits;
+  uint32_t total;
+};
+
+class Forward {
+ public:
+  // token_cap: most tokens per chunk; seq_cap: most sequences per chunk.
+  Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv7Model& model,
+          uint32_t token_cap, uint32_t seq_cap, uint32_t n_slots);
+  ~Forward();
+
+  uint32_t token_cap() const { return token_cap_; }
+  uint32_t seq_cap() const { return seq_cap_; }
+  Buffer& meta() { return meta_; }
+  Buffer& state() { return state_; }
+  Buffer& readback() { return readback_; }
+  uint64_t scratch_bytes() const { return act_.size() + meta_.size() + readback_.size(); }
+  uint32_t meta_seq() const { return 4 * token_cap_; }
+  uint32_t meta_out() const { return 4 * token_cap_ + 4 * seq_cap_; }
+  VkDeviceSize readback_logits_offset() const { return VkDeviceSize{token_cap_} * hp_.n_embd * 4; }
+
+  // The shape's command buffers, recorded on first use.
+  const std::vector<VkCommandBuffer>& commands(const ForwardShape& shape);
+  // Dispatches recorded for one layer of a decode step (for reports and tests).
+  uint32_t dispatches_per_layer() const { return dispatches_per_layer_; }
+
+ private:
+  struct MmGroup {
+    GgmlType type;
+    VkDescriptorSet set;
+    std::vector<MmSlot> slots;
+  };
+  struct LayerPlan {
+    std::vector<MmGroup> first;   // r, k, v and the LoRA down halves: all read the lerps
+    std::vector<MmGroup> second;  // LoRA up halves
+    std::vector<MmGroup> out, fkey, fval;
+  };
+  std::vector<MmGroup> group(const std::vector<std::pair<const GgufTensor*, MmSlot>>& mats);
+  void record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s);
+  void record_mm(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T);
+
+  Device& dev_;
+  WeightStore& w_;
+  const Rwkv7Model& model_;
+  Rwkv7Hparams hp_;
+  uint32_t token_cap_, seq_cap_;
+  Kernels kernels_;
+  Buffer act_, state_, meta_, readback_;
+  ActLayout a_{};
+  std::unique_ptr<DescriptorSets> sets_;
+  VkDescriptorSet base_set_ = VK_NULL_HANDLE, embed_set_ = VK_NULL_HANDLE;
+  std::vector<LayerPlan> layers_;
+  std::vector<MmGroup> head_;
+  Commands cmds_;
+  std::map<ForwardShape, std::vector<VkCommandBuffer>> recorded_;
+  uint32_t dispatches_per_layer_ = 0;
+};
+
+}  // namespace rwkvd::engine::vk

@@ -1,0 +1,141 @@
+#include "engine/vk/pipelines.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
+#include "engine/vk/vk_check.h"
+#include "shaders/shaders.h"
+
+namespace rwkvd::engine::vk {
+namespace {
+
+std::vector<char> read_cache_file() {
+  const char* path = std::getenv("RWKVD_VK_PIPELINE_CACHE");
+  if (path == nullptr || *path == '\0') return {};
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+Pipelines::Pipelines(Device& dev) : dev_(dev) {
+  VkDescriptorSetLayoutBinding b[5]{};
+  for (uint32_t i = 0; i < 5; ++i) {
+    b[i].binding = i;
+    b[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    b[i].descriptorCount = i == 4 ? kWeightBindings : 1;
+    b[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+  }
+  VkDescriptorSetLayoutCreateInfo lci{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  lci.bindingCount = 5;
+  lci.pBindings = b;
+  RWKVD_VK(vkCreateDescriptorSetLayout(dev_.device(), &lci, nullptr, &set_layout_));
+  VkPushConstantRange pcr{VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushConstantBytes};
+  VkPipelineLayoutCreateInfo pci{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  pci.setLayoutCount = 1;
+  pci.pSetLayouts = &set_layout_;
+  pci.pushConstantRangeCount = 1;
+  pci.pPushConstantRanges = &pcr;
+  RWKVD_VK(vkCreatePipelineLayout(dev_.device(), &pci, nullptr, &layout_));
+  const std::vector<char> blob = read_cache_file();
+  VkPipelineCacheCreateInfo cci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  cci.initialDataSize = blob.size();
+  cci.pInitialData = blob.empty() ? nullptr : blob.data();
+  if (vkCreatePipelineCache(dev_.device(), &cci, nullptr, &cache_) != VK_SUCCESS) {
+    cci.initialDataSize = 0;  // a stale or foreign blob: start empty
+    cci.pInitialData = nullptr;
+    RWKVD_VK(vkCreatePipelineCache(dev_.device(), &cci, nullptr, &cache_));
+  }
+}
+
+Pipelines::~Pipelines() {
+  VkDevice d = dev_.device();
+  if (const char* path = std::getenv("RWKVD_VK_PIPELINE_CACHE"); path != nullptr && *path) {
+    size_t n = 0;
+    if (vkGetPipelineCacheData(d, cache_, &n, nullptr) == VK_SUCCESS && n > 0) {
+      std::vector<char> blob(n);
+      if (vkGetPipelineCacheData(d, cache_, &n, blob.data()) == VK_SUCCESS) {
+        std::ofstream(path, std::ios::binary).write(blob.data(), static_cast<std::streamsize>(n));
+      }
+    }
+  }
+  for (auto& [key, p] : pipelines_) vkDestroyPipeline(d, p, nullptr);
+  vkDestroyPipelineCache(d, cache_, nullptr);
+  vkDestroyPipelineLayout(d, layout_, nullptr);
+  vkDestroyDescriptorSetLayout(d, set_layout_, nullptr);
+}
+
+VkPipeline Pipelines::get(const std::string& name, const std::vector<uint32_t>& spec) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto key = std::make_pair(name, spec);
+  if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
+  const std::span<const uint32_t> words = shaders::find(name);
+  VkShaderModuleCreateInfo mci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  mci.codeSize = words.size() * 4;
+  mci.pCode = words.data();
+  VkShaderModule module;
+  RWKVD_VK(vkCreateShaderModule(dev_.device(), &mci, nullptr, &module));
+  // Constant 15 repeats the workgroup size (constant 0) for code: see shaders/common.glsl.
+  std::vector<VkSpecializationMapEntry> entries(spec.size());
+  for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4, 4};
+  if (!spec.empty()) entries.push_back({15, 0, 4});
+  VkSpecializationInfo si{static_cast<uint32_t>(entries.size()), entries.data(), spec.size() * 4,
+                          spec.data()};
+  VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+  ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  ci.stage.module = module;
+  ci.stage.pName = "main";
+  ci.stage.pSpecializationInfo = &si;
+  ci.layout = layout_;
+  VkPipeline p;
+  const VkResult r = vkCreateComputePipelines(dev_.device(), cache_, 1, &ci, nullptr, &p);
+  vkDestroyShaderModule(dev_.device(), module, nullptr);
+  if (r != VK_SUCCESS) vk_fail(r, ("vkCreateComputePipelines(" + name + ")").c_str());
+  pipelines_.emplace(std::move(key), p);
+  return p;
+}
+
+DescriptorSets::DescriptorSets(Device& dev, VkDescriptorSetLayout layout, uint32_t max_sets)
+    : dev_(dev), layout_(layout) {
+  VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, max_sets * (4 + kWeightBindings)};
+  VkDescriptorPoolCreateInfo pci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  pci.maxSets = max_sets;
+  pci.poolSizeCount = 1;
+  pci.pPoolSizes = &size;
+  RWKVD_VK(vkCreateDescriptorPool(dev_.device(), &pci, nullptr, &pool_));
+}
+
+DescriptorSets::~DescriptorSets() {
+  vkDestroyDescriptorPool(dev_.device(), pool_, nullptr);
+}
+
+VkDescriptorSet DescriptorSets::make(const SetBindings& b) {
+  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  ai.descriptorPool = pool_;
+  ai.descriptorSetCount = 1;
+  ai.pSetLayouts = &layout_;
+  VkDescriptorSet set;
+  RWKVD_VK(vkAllocateDescriptorSets(dev_.device(), &ai, &set));
+  VkDescriptorBufferInfo info[4 + kWeightBindings];
+  const BufferRange* ranges[4] = {&b.meta, &b.act, &b.vecs, &b.state};
+  for (int i = 0; i < 4; ++i) info[i] = {ranges[i]->buffer, ranges[i]->offset, ranges[i]->range};
+  for (uint32_t i = 0; i < kWeightBindings; ++i) {
+    const BufferRange& w = b.weights[i].buffer != VK_NULL_HANDLE ? b.weights[i] : b.weights[0];
+    info[4 + i] = {w.buffer, w.offset, w.range};
+  }
+  VkWriteDescriptorSet writes[5]{};
+  for (uint32_t i = 0; i < 5; ++i) {
+    writes[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+    writes[i].dstSet = set;
+    writes[i].dstBinding = i;
+    writes[i].descriptorCount = i == 4 ? kWeightBindings : 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &info[i];
+  }
+  vkUpdateDescriptorSets(dev_.device(), 5, writes, 0, nullptr);
+  return set;
+}
+
+}  // namespace rwkvd::engine::vk

@@ -1,0 +1,65 @@
+#pragma once
+// Compute pipelines built from the embedded SPIR-V. All kernels share one descriptor set layout
+// (shaders/common.glsl: meta, act, vecs, state, weights[4]) and one 128-byte push-constant
+// range, so a descriptor set can be bound once and reused by many dispatches. Sizes are
+// specialization constants. Pipelines are created once per (shader, constants) and kept; the
+// VkPipelineCache is loaded from / saved to $RWKVD_VK_PIPELINE_CACHE when that is set.
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/vk/buffer.h"
+#include "engine/vk/device.h"
+
+namespace rwkvd::engine::vk {
+
+constexpr uint32_t kWeightBindings = 4;
+constexpr uint32_t kPushConstantBytes = 128;
+
+class Pipelines {
+ public:
+  explicit Pipelines(Device& dev);
+  ~Pipelines();
+  Pipelines(const Pipelines&) = delete;
+  Pipelines& operator=(const Pipelines&) = delete;
+
+  // The pipeline for embedded shader `name` with specialization constants 0..n-1 = `spec`.
+  VkPipeline get(const std::string& name, const std::vector<uint32_t>& spec);
+  VkPipelineLayout layout() const { return layout_; }
+  VkDescriptorSetLayout set_layout() const { return set_layout_; }
+
+ private:
+  Device& dev_;
+  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
+  VkPipelineLayout layout_ = VK_NULL_HANDLE;
+  VkPipelineCache cache_ = VK_NULL_HANDLE;
+  std::mutex mu_;
+  std::map<std::pair<std::string, std::vector<uint32_t>>, VkPipeline> pipelines_;
+};
+
+// The buffers one descriptor set binds. Unused weight slots repeat weights[0].
+struct SetBindings {
+  BufferRange meta, act, vecs, state;
+  BufferRange weights[kWeightBindings];
+};
+
+// A pool of descriptor sets written once and then reused by recorded command buffers.
+class DescriptorSets {
+ public:
+  DescriptorSets(Device& dev, VkDescriptorSetLayout layout, uint32_t max_sets);
+  ~DescriptorSets();
+  DescriptorSets(const DescriptorSets&) = delete;
+  DescriptorSets& operator=(const DescriptorSets&) = delete;
+  VkDescriptorSet make(const SetBindings& b);
+
+ private:
+  Device& dev_;
+  VkDescriptorSetLayout layout_;
+  VkDescriptorPool pool_ = VK_NULL_HANDLE;
+};
+
+}  // namespace rwkvd::engine::vk

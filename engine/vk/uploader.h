@@ -1,0 +1,62 @@
+#pragma once
+// Streams the weights from the mmapped GGUF to the device on a background thread, in forward
+// order, through a bounded double-buffered staging area (no host copy of the model is ever
+// made). After each segment (embedding, layer l, head) it signals a timeline semaphore, so a
+// forward that needs layer l waits for layer l only.
+#include <vulkan/vulkan.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "engine/model.h"
+#include "engine/vk/buffer.h"
+#include "engine/vk/device.h"
+#include "engine/vk/weights.h"
+
+namespace rwkvd::engine::vk {
+
+class Uploader {
+ public:
+  // Starts uploading at once. `staging_bytes` bounds the pinned host memory used.
+  Uploader(Device& dev, WeightStore& store, VkDeviceSize staging_bytes = VkDeviceSize{64} << 20);
+  ~Uploader();
+  Uploader(const Uploader&) = delete;
+  Uploader& operator=(const Uploader&) = delete;
+
+  // Blocks until segment `s` is on the device; rethrows the uploader's error if it failed.
+  void wait_segment(uint32_t s);
+  void wait_all() { wait_segment(store_.n_segments() - 1); }
+  bool all_resident() const { return done_.load(); }
+  // Seconds from construction until everything was resident (negative until then).
+  double resident_seconds() const { return resident_s_.load(); }
+  VkSemaphore timeline() const { return timeline_; }
+
+ private:
+  void run();
+  void begin();
+  void flush(bool signal, uint64_t value);
+
+  Device& dev_;
+  WeightStore& store_;
+  VkSemaphore timeline_ = VK_NULL_HANDLE;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cbs_[2]{};
+  VkFence fences_[2]{};
+  bool pending_[2]{};
+  Buffer staging_;
+  VkDeviceSize half_ = 0, fill_ = 0;
+  uint32_t cur_ = 0;
+  bool recording_ = false;
+  std::chrono::steady_clock::time_point start_;
+  std::atomic<bool> stop_{false}, done_{false};
+  std::atomic<double> resident_s_{-1.0};
+  std::mutex err_mu_;
+  std::exception_ptr error_;
+  std::thread thread_;
+};
+
+}  // namespace rwkvd::engine::vk

@@ -1,0 +1,301 @@
+// The Vulkan Backend: splits a batch into chunks (up to max_chunk tokens per sequence, at most
+// token_cap tokens in all), writes the chunk's metadata, replays the command buffers recorded
+// for its shape, and copies the requested rows out. State slots live in one device buffer.
+#include "engine/vk/vk_backend.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "engine/error.h"
+#include "engine/vk/commands.h"
+#include "engine/vk/device.h"
+#include "engine/vk/forward.h"
+#include "engine/vk/pipelines.h"
+#include "engine/vk/uploader.h"
+#include "engine/vk/vk_check.h"
+#include "engine/vk/weights.h"
+
+namespace rwkvd::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace vk;
+
+bool wants_logits(OutputMode m) {
+  return m == OutputMode::kLastLogits || m == OutputMode::kAllLogits;
+}
+bool wants_all(OutputMode m) {
+  return m == OutputMode::kAllLogits || m == OutputMode::kAllEmbeddings;
+}
+
+class VkBackendImpl final : public VkBackend {
+ public:
+  VkBackendImpl(std::shared_ptr<const Rwkv7Model> model, const BackendOptions& opt)
+      : model_(std::move(model)), opt_(opt), hp_(model_->hparams()), open_(Clock::now()) {
+    if (opt_.n_slots == 0 || opt_.max_chunk == 0) {
+      throw EngineError("vulkan: n_slots and max_chunk must be positive");
+    }
+    dev_ = std::make_unique<Device>();
+    pipes_ = std::make_unique<Pipelines>(*dev_);
+    weights_ = std::make_unique<WeightStore>(*dev_, *model_);
+    upload_start_s_ = seconds_since_open();
+    uploader_ = std::make_unique<Uploader>(*dev_, *weights_, staging_bytes());
+    // Pipelines compile while the weights stream in.
+    const uint32_t token_cap = std::max(opt_.max_chunk, std::min(opt_.n_slots, 64u));
+    forward_ = std::make_unique<Forward>(*dev_, *pipes_, *weights_, *model_, token_cap,
+                                         opt_.n_slots, opt_.n_slots);
+    cmds_ = std::make_unique<Commands>(*dev_);
+    const VkDeviceSize slot_bytes = hp_.state_floats() * 4;
+    xfer_up_ = Buffer(*dev_, slot_bytes, MemKind::kUpload);
+    xfer_down_ = Buffer(*dev_, slot_bytes, MemKind::kReadback);
+    VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    RWKVD_VK(vkCreateFence(dev_->device(), &fci, nullptr, &fence_));
+    usable_s_ = seconds_since_open();
+  }
+
+  ~VkBackendImpl() override {
+    uploader_.reset();  // stops the thread before anything it uses goes away
+    if (dev_) {
+      vkDeviceWaitIdle(dev_->device());
+      vkDestroyFence(dev_->device(), fence_, nullptr);
+    }
+  }
+
+  const Rwkv7Hparams& hparams() const override { return hp_; }
+  std::string device_name() const override { return "vulkan:" + dev_->name(); }
+  uint32_t n_slots() const override { return opt_.n_slots; }
+
+  LoadStats load_stats() const override {
+    LoadStats s;
+    s.usable_ms = 1e3 * usable_s_;
+    const double r = uploader_->resident_seconds();
+    s.resident_ms = r < 0 ? -1 : 1e3 * (upload_start_s_ + r);
+    s.weight_bytes = weights_->device_bytes();
+    s.state_bytes = forward_->state().size();
+    s.scratch_bytes = forward_->scratch_bytes() + xfer_up_.size() + xfer_down_.size();
+    return s;
+  }
+  void wait_resident() override { uploader_->wait_all(); }
+  uint32_t dispatches_per_layer() const override { return forward_->dispatches_per_layer(); }
+  uint32_t token_capacity() const override { return forward_->token_cap(); }
+
+  std::vector<Tensor> run(std::span<const SequenceInput> batch) override {
+    validate_batch(hp_, n_slots(), batch);
+    std::vector<Tensor> out(batch.size());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const int64_t n = static_cast<int64_t>(batch[i].tokens.size());
+      const int64_t width = wants_logits(batch[i].output) ? hp_.n_vocab : hp_.n_embd;
+      if (batch[i].output == OutputMode::kNone) continue;
+      out[i].shape = {wants_all(batch[i].output) ? n : 1, width};
+      out[i].data.resize(static_cast<size_t>(out[i].numel()));
+    }
+    std::vector<size_t> done(batch.size(), 0);
+    while (run_chunk(batch, done, out)) {
+    }
+    return out;
+  }
+
+  void reset_state(uint32_t slot) override {
+    check_slot(slot);
+    cmds_->run_now([&](VkCommandBuffer cb) {
+      Kernels::barrier(cb);
+      vkCmdFillBuffer(cb, forward_->state().handle(), slot_offset(slot), slot_bytes(), 0);
+    });
+  }
+
+  void read_state(uint32_t slot, std::span<float> dst) override {
+    check_slot(slot);
+    check_size(dst.size());
+    cmds_->run_now([&](VkCommandBuffer cb) {
+      Kernels::barrier(cb);
+      VkBufferCopy r{slot_offset(slot), 0, slot_bytes()};
+      vkCmdCopyBuffer(cb, forward_->state().handle(), xfer_down_.handle(), 1, &r);
+      host_barrier(cb);
+    });
+    xfer_down_.invalidate(0, slot_bytes());
+    std::memcpy(dst.data(), xfer_down_.mapped(), slot_bytes());
+  }
+
+  void write_state(uint32_t slot, std::span<const float> src) override {
+    check_slot(slot);
+    check_size(src.size());
+    std::memcpy(xfer_up_.mapped(), src.data(), slot_bytes());
+    xfer_up_.flush(0, slot_bytes());
+    cmds_->run_now([&](VkCommandBuffer cb) {
+      Kernels::barrier(cb);
+      VkBufferCopy r{0, slot_offset(slot), slot_bytes()};
+      vkCmdCopyBuffer(cb, xfer_up_.handle(), forward_->state().handle(), 1, &r);
+    });
+  }
+
+  void copy_state(uint32_t src, uint32_t dst) override {
+    check_slot(src);
+    check_slot(dst);
+    if (src == dst) return;
+    cmds_->run_now([&](VkCommandBuffer cb) {
+      Kernels::barrier(cb);
+      VkBufferCopy r{slot_offset(src), slot_offset(dst), slot_bytes()};
+      vkCmdCopyBuffer(cb, forward_->state().handle(), forward_->state().handle(), 1, &r);
+    });
+  }
+
+ private:
+  struct Part {
+    size_t seq;      // index in the batch
+    uint32_t first;  // first token index in the chunk
+    uint32_t n;
+  };
+  struct OutRow {
+    uint32_t token;  // index in the chunk
+    size_t seq;
+    int64_t dest_row;
+  };
+
+  // Runs the next chunk of the batch; false when nothing was left.
+  bool run_chunk(std::span<const SequenceInput> batch, std::vector<size_t>& done,
+                 std::vector<Tensor>& out) {
+    const uint32_t cap = forward_->token_cap();
+    std::vector<Part> parts;
+    uint32_t T = 0;
+    for (size_t i = 0; i < batch.size() && T < cap && parts.size() < forward_->seq_cap(); ++i) {
+      const size_t rem = batch[i].tokens.size() - done[i];
+      if (rem == 0) continue;
+      const uint32_t n = static_cast<uint32_t>(std::min<size_t>({rem, opt_.max_chunk, cap - T}));
+      parts.push_back({i, T, n});
+      T += n;
+    }
+    if (parts.empty()) return false;
+
+    // Output rows: every logits row first (the head runs on a prefix), then embedding rows.
+    std::vector<OutRow> rows;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (const Part& p : parts) {
+        const OutputMode m = batch[p.seq].output;
+        if (m == OutputMode::kNone || wants_logits(m) != (pass == 0)) continue;
+        if (wants_all(m)) {
+          for (uint32_t j = 0; j < p.n; ++j) {
+            rows.push_back({p.first + j, p.seq, static_cast<int64_t>(done[p.seq] + j)});
+          }
+        } else if (done[p.seq] + p.n == batch[p.seq].tokens.size()) {
+          rows.push_back({p.first + p.n - 1, p.seq, 0});
+        }
+      }
+    }
+    uint32_t n_logit = 0;
+    for (const OutRow& r : rows) n_logit += wants_logits(batch[r.seq].output) ? 1 : 0;
+
+    auto* meta = static_cast<uint32_t*>(forward_->meta().mapped());
+    for (uint32_t pi = 0; pi < parts.size(); ++pi) {
+      const Part& p = parts[pi];
+      const SequenceInput& s = batch[p.seq];
+      for (uint32_t j = 0; j < p.n; ++j) {
+        uint32_t* m = meta + 4 * (p.first + j);
+        m[0] = static_cast<uint32_t>(s.tokens[done[p.seq] + j]);
+        m[1] = pi;
+        m[2] = j;
+        m[3] = 0;
+      }
+      uint32_t* m = meta + forward_->meta_seq() + 4 * pi;
+      m[0] = s.slot;
+      m[1] = p.first;
+      m[2] = p.n;
+      m[3] = 0;
+    }
+    for (size_t i = 0; i < rows.size(); ++i) meta[forward_->meta_out() + i] = rows[i].token;
+    forward_->meta().flush(0, forward_->meta().size());
+
+    const ForwardShape shape{T, static_cast<uint32_t>(parts.size()),
+                             static_cast<uint32_t>(rows.size()), n_logit};
+    const std::vector<VkCommandBuffer>& cbs = forward_->commands(shape);
+    RWKVD_VK(vkResetFences(dev_->device(), 1, &fence_));
+    if (uploader_->all_resident()) {
+      submit(*dev_, cbs, fence_);
+    } else {
+      // Still loading: each segment goes as soon as its weights are resident.
+      for (uint32_t s = 0; s < cbs.size(); ++s) {
+        uploader_->wait_segment(s);
+        submit(*dev_, {&cbs[s], 1}, s + 1 == cbs.size() ? fence_ : VK_NULL_HANDLE);
+      }
+    }
+    RWKVD_VK(vkWaitForFences(dev_->device(), 1, &fence_, VK_TRUE, UINT64_MAX));
+
+    if (!rows.empty()) {
+      Buffer& rb = forward_->readback();
+      rb.invalidate(0, rb.size());
+      const auto* base = static_cast<const std::byte*>(rb.mapped());
+      const auto* embd = reinterpret_cast<const float*>(base);
+      const auto* logits =
+          reinterpret_cast<const float*>(base + forward_->readback_logits_offset());
+      for (size_t i = 0; i < rows.size(); ++i) {
+        Tensor& t = out[rows[i].seq];
+        const bool lg = wants_logits(batch[rows[i].seq].output);
+        const size_t width = lg ? hp_.n_vocab : hp_.n_embd;
+        const float* src = lg ? logits + i * width : embd + i * width;
+        std::memcpy(t.data.data() + rows[i].dest_row * static_cast<int64_t>(width), src,
+                    width * sizeof(float));
+      }
+    }
+    for (const Part& p : parts) done[p.seq] += p.n;
+    return true;
+  }
+
+  // Pinned host memory for the upload: 64 MiB, or $RWKVD_VK_STAGING_BYTES (tests use a small
+  // value to exercise the double buffering).
+  static VkDeviceSize staging_bytes() {
+    if (const char* v = std::getenv("RWKVD_VK_STAGING_BYTES"); v != nullptr && *v != '\0') {
+      return std::max<VkDeviceSize>(std::strtoull(v, nullptr, 10), 1 << 16);
+    }
+    return VkDeviceSize{64} << 20;
+  }
+
+  static void host_barrier(VkCommandBuffer cb) {
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb,
+                         0, nullptr, 0, nullptr);
+  }
+  void check_slot(uint32_t slot) const {
+    if (slot >= opt_.n_slots) {
+      throw EngineError("state slot " + std::to_string(slot) + " is out of range (" +
+                        std::to_string(opt_.n_slots) + " slots)");
+    }
+  }
+  void check_size(size_t n) const {
+    if (n != hp_.state_floats()) {
+      throw EngineError("state buffer has " + std::to_string(n) + " floats, expected " +
+                        std::to_string(hp_.state_floats()));
+    }
+  }
+  VkDeviceSize slot_bytes() const { return hp_.state_floats() * 4; }
+  VkDeviceSize slot_offset(uint32_t slot) const { return slot * slot_bytes(); }
+  double seconds_since_open() const {
+    return std::chrono::duration<double>(Clock::now() - open_).count();
+  }
+
+  std::shared_ptr<const Rwkv7Model> model_;
+  BackendOptions opt_;
+  Rwkv7Hparams hp_;
+  Clock::time_point open_;
+  double usable_s_ = 0, upload_start_s_ = 0;
+  // Declaration order is destruction order reversed: the device outlives everything on it.
+  std::unique_ptr<Device> dev_;
+  std::unique_ptr<Pipelines> pipes_;
+  std::unique_ptr<WeightStore> weights_;
+  std::unique_ptr<Uploader> uploader_;
+  std::unique_ptr<Forward> forward_;
+  std::unique_ptr<Commands> cmds_;
+  Buffer xfer_up_, xfer_down_;
+  VkFence fence_ = VK_NULL_HANDLE;
+};
+
+}  // namespace
+
+std::unique_ptr<VkBackend> make_vk_backend(std::shared_ptr<const Rwkv7Model> model,
+                                           const BackendOptions& options) {
+  return std::make_unique<VkBackendImpl>(std::move(model), options);
+}
+
+}  // namespace rwkvd::engine

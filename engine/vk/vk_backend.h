@@ -1,0 +1,29 @@
+#pragma once
+// The Vulkan backend: make_vk_backend() and what it reports beyond the Backend interface.
+#include <memory>
+
+#include "engine/backend.h"
+
+namespace rwkvd::engine {
+
+struct VkLoadStats {
+  double usable_s = 0;  // open -> run() accepted (device, buffers, pipelines ready; upload begun)
+  double resident_s = -1;     // open -> every weight on the device (-1 while still uploading)
+  uint64_t device_bytes = 0;  // weights on the device
+};
+
+class VkBackend : public Backend {
+ public:
+  // load_stats(): usable_ms = open -> run() accepted (device, buffers, pipelines ready, upload
+  // begun); resident_ms = open -> every weight on the device, -1 while still uploading.
+  virtual void wait_resident() = 0;                   // blocks until every weight is on the device
+  virtual uint32_t dispatches_per_layer() const = 0;  // of a decode step
+  virtual uint32_t token_capacity() const = 0;        // tokens per internal forward chunk
+};
+
+// Opens the model on the device chosen by $RWKVD_DEVICE (see engine/vk/device.h). Returns once
+// the backend is usable; weights keep streaming in the background and run() waits per layer.
+std::unique_ptr<VkBackend> make_vk_backend(std::shared_ptr<const Rwkv7Model> model,
+                                           const BackendOptions& options = {});
+
+}  // namespace rwkvd::engine

@@ -1,0 +1,19 @@
+#pragma once
+// The compute shaders as SPIR-V words, embedded at build time (see CMakeLists.txt here).
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace rwkvd::shaders {
+
+struct Shader {
+  std::string_view name;  // e.g. "mm_q4_k", "mm_q4_k_sg", "embed_f16", "wkv"
+  std::span<const uint32_t> words;
+};
+
+const std::vector<Shader>& all();
+// The named shader; throws std::out_of_range naming it if absent.
+std::span<const uint32_t> find(std::string_view name);
+
+}  // namespace rwkvd::shaders

@@ -1,0 +1,68 @@
+#version 450
+// The front of both mixes: xn = LayerNorm(x[t]); prev = the previous token's xn (recomputed
+// here from x[t-1]) or, at a sequence's first position, the shift row of its state slot;
+// out_i = xn + (prev - xn) * lerp_i for n_lerp lerps (6 for time mix, 1 for channel mix).
+// xn is saved so that a later dispatch can store the last token's into the state: this one
+// cannot, other workgroups of the same sequence still read the old row. That later dispatch
+// is the next shift (or out_ln), which commits the previous shift's save ("commit" fields).
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(push_constant) uniform PC {
+  uint D;
+  uint n_lerp;
+  uint x_off;       // act: x [T][D]
+  uint out_off;     // act: out_i at out_off + i * out_stride, [T][D]
+  uint out_stride;
+  uint save_off;    // act: xn [T][D]
+  uint norm_w;      // vecs
+  uint norm_b;
+  uint lerp_off;    // vecs: n_lerp rows of D
+  uint state_row;   // float offset within a slot of the shift row read at position 0
+  uint slot_floats;
+  uint commit;      // 1: store commit_src[last token] into commit_row of the slot
+  uint commit_src;
+  uint commit_row;
+  uint meta_seq;
+  float eps;
+}
+pc;
+
+void main() {
+  const uint t = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
+  const uint D = pc.D, seq = meta[4 * t + 1], pos = meta[4 * t + 2];
+  const uint slot = meta[pc.meta_seq + 4 * seq], n = meta[pc.meta_seq + 4 * seq + 2];
+  const bool first = pos == 0;
+  const uint xo = pc.x_off + t * D, po = xo - D;  // po is only read when !first
+  vec4 s = vec4(0);
+  for (uint c = tid; c < D; c += WG) {
+    s.x += act[xo + c];
+    if (!first) s.y += act[po + c];
+  }
+  s = wg_sum4(s) / float(D);
+  const float mu = s.x, mup = s.y;
+  vec4 q = vec4(0);
+  for (uint c = tid; c < D; c += WG) {
+    const float d = act[xo + c] - mu;
+    q.x += d * d;
+    if (!first) {
+      const float e = act[po + c] - mup;
+      q.y += e * e;
+    }
+  }
+  q = wg_sum4(q) / float(D);
+  const float rs = inversesqrt(q.x + pc.eps), rsp = inversesqrt(q.y + pc.eps);
+  const uint sb = slot * pc.slot_floats;
+  const bool do_commit = pc.commit != 0 && pos + 1 == n;
+  for (uint c = tid; c < D; c += WG) {
+    const float nw = vecs[pc.norm_w + c], nb = vecs[pc.norm_b + c];
+    const float xn = (act[xo + c] - mu) * rs * nw + nb;
+    const float prev = first ? state[sb + pc.state_row + c] : (act[po + c] - mup) * rsp * nw + nb;
+    const float dx = prev - xn;
+    for (uint i = 0; i < pc.n_lerp; ++i) {
+      act[pc.out_off + i * pc.out_stride + t * D + c] = xn + dx * vecs[pc.lerp_off + i * D + c];
+    }
+    act[pc.save_off + t * D + c] = xn;
+    if (do_commit) state[sb + pc.commit_row + c] = act[pc.commit_src + t * D + c];
+  }
+}

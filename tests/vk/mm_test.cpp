@@ -1,0 +1,189 @@
+// The grouped matrix product (shaders/mm.comp) for every weight type against a CPU loop over
+// engine/quant's dequantize(): random blocks (scales kept finite), 4 weights in one dispatch
+// with every epilogue, a token count that leaves a partial token tile, with and without the
+// subgroup variant. Types dequantize() cannot read yet are skipped with a message.
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "engine/error.h"
+#include "engine/ggml_type.h"
+#include "engine/quant/dequant.h"
+#include "tests/vk/vk_harness.h"
+
+namespace rwkvd::test {
+namespace {
+
+using engine::GgmlType;
+using engine::vk::Device;
+using engine::vk::MmMode;
+using engine::vk::MmSlot;
+
+// float -> IEEE half for the modest normal values the tests use.
+uint16_t to_half(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  const uint32_t sign = (b >> 16) & 0x8000u;
+  const int32_t e = static_cast<int32_t>((b >> 23) & 0xff) - 127 + 15;
+  if (e <= 0) return static_cast<uint16_t>(sign);
+  return static_cast<uint16_t>(sign | (static_cast<uint32_t>(e) << 10) | ((b >> 13) & 0x3ffu));
+}
+
+void put_half(std::vector<std::byte>& v, size_t at, float f) {
+  const uint16_t h = to_half(f);
+  std::memcpy(&v[at], &h, 2);
+}
+
+// Random bytes of `rows` rows of K elements, with every scale field a sane half.
+std::vector<std::byte> random_weights(GgmlType t, uint32_t K, uint32_t rows, uint32_t seed) {
+  const auto& tr = engine::ggml_traits(t);
+  const size_t row_bytes = *engine::ggml_row_bytes(t, K), blocks = rows * (K / tr.block_elems);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<std::byte> w(rows * row_bytes);
+  if (t == GgmlType::F32) {
+    for (size_t i = 0; i < w.size() / 4; ++i) {
+      const float f = u(rng);
+      std::memcpy(&w[4 * i], &f, 4);
+    }
+    return w;
+  }
+  if (t == GgmlType::F16 || t == GgmlType::BF16) {
+    for (size_t i = 0; i < w.size() / 2; ++i) {
+      const float f = u(rng);
+      uint32_t b;
+      std::memcpy(&b, &f, 4);
+      const uint16_t h = t == GgmlType::F16 ? to_half(f) : static_cast<uint16_t>(b >> 16);
+      std::memcpy(&w[2 * i], &h, 2);
+    }
+    return w;
+  }
+  for (auto& b : w) b = static_cast<std::byte>(rng() & 0xff);
+  for (size_t blk = 0; blk < blocks; ++blk) {
+    const size_t at = blk * tr.block_bytes;
+    const float d = 0.01f + 0.05f * std::abs(u(rng)), m = 0.05f * u(rng);
+    switch (t) {
+      case GgmlType::Q8_0:
+      case GgmlType::Q4_0:
+      case GgmlType::Q5_0:
+        put_half(w, at, d);
+        break;
+      case GgmlType::Q4_1:
+      case GgmlType::Q5_1:
+      case GgmlType::Q4_K:
+      case GgmlType::Q5_K:
+        put_half(w, at, d);
+        put_half(w, at + 2, m);
+        break;
+      case GgmlType::Q6_K:
+        put_half(w, at + 208, d);
+        break;
+      default:
+        break;
+    }
+  }
+  return w;
+}
+
+float apply(MmMode m, float y, float prev) {
+  switch (m) {
+    case MmMode::kAdd:
+      return y + prev;
+    case MmMode::kTanh:
+      return std::tanh(y);
+    case MmMode::kSigmoid:
+      return 1.0f / (1.0f + std::exp(-y));
+    case MmMode::kReluSq:
+      return y > 0 ? y * y : 0.0f;
+    default:
+      return y;
+  }
+}
+
+class VkMatmul : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(VkMatmul, MatchesDequantizedCpuProductEveryEpilogue) {
+  const GgmlType type = GetParam();
+  const uint32_t K = 512, T = 11;
+  const uint32_t Ns[4] = {24, 7, 16, 9};
+  const MmMode modes[2][4] = {{MmMode::kStore, MmMode::kAdd, MmMode::kTanh, MmMode::kSigmoid},
+                              {MmMode::kReluSq, MmMode::kStore, MmMode::kAdd, MmMode::kStore}};
+  std::vector<std::byte> w[4];
+  std::vector<float> wf[4];
+  for (int s = 0; s < 4; ++s) {
+    w[s] = random_weights(type, K, Ns[s], 10 + s);
+    wf[s].resize(size_t{K} * Ns[s]);
+    try {
+      engine::dequantize(type, w[s].data(), wf[s].data(), static_cast<int64_t>(wf[s].size()));
+    } catch (const engine::EngineError& e) {
+      GTEST_SKIP() << "dequantize cannot read " << engine::ggml_traits(type).name
+                   << " yet: " << e.what();
+    }
+  }
+  const std::vector<float> x = random_floats(size_t{T} * K, 7);
+  for (const bool subgroups : {true, false}) {
+    if (!subgroups) setenv("RWKVD_VK_NO_SUBGROUP", "1", 1);
+    VkRig rig;
+    unsetenv("RWKVD_VK_NO_SUBGROUP");
+    const uint64_t errors = Device::validation_errors();
+    for (int s = 0; s < 4; ++s) {
+      rig.make(rig.weights[s], w[s].size() / 4 + 4);
+      std::memcpy(rig.weights[s].mapped(), w[s].data(), w[s].size());
+    }
+    // act: x, then y of each slot.
+    uint32_t y_off[4], at = T * K;
+    for (int s = 0; s < 4; ++s) {
+      y_off[s] = at;
+      at += T * Ns[s];
+    }
+    rig.make(rig.vecs, 4);
+    rig.make(rig.meta, 4);
+    rig.make(rig.state, 4);
+    rig.make(rig.act, at);
+    const VkDescriptorSet set = rig.set();
+    for (const auto& mode : modes) {
+      const std::vector<float> prev = random_floats(at, 99);
+      std::memcpy(rig.act.mapped(), prev.data(), prev.size() * 4);
+      std::memcpy(rig.act.mapped(), x.data(), x.size() * 4);
+      MmSlot slots[4];
+      for (int s = 0; s < 4; ++s) {
+        slots[s] = {K,        Ns[s],   0,
+                    y_off[s], mode[s], static_cast<uint32_t>(*engine::ggml_row_bytes(type, K))};
+      }
+      rig.run([&](VkCommandBuffer cb) { rig.kernels->mm(cb, set, type, slots, T); });
+      for (int s = 0; s < 4; ++s) {
+        for (uint32_t t = 0; t < T; ++t) {
+          for (uint32_t o = 0; o < Ns[s]; ++o) {
+            double y = 0, mag = 0;
+            for (uint32_t i = 0; i < K; ++i) {
+              y += double{wf[s][o * K + i]} * x[t * K + i];
+              mag += std::abs(double{wf[s][o * K + i]} * x[t * K + i]);
+            }
+            const size_t yo = y_off[s] + t * Ns[s] + o;
+            const float want = apply(mode[s], static_cast<float>(y), prev[yo]);
+            // float32 summation error of the dot product, through the epilogue's slope.
+            const double tol_y = 2e-6 * mag + 1e-6;
+            const double tol =
+                mode[s] == MmMode::kReluSq ? (2 * std::abs(y) + tol_y) * tol_y : tol_y;
+            ASSERT_NEAR(rig.ptr<float>(rig.act)[yo], want, tol)
+                << "slot " << s << " mode " << static_cast<int>(mode[s]) << " t " << t << " o " << o
+                << (subgroups ? " (subgroups)" : " (workgroup reduction)");
+          }
+        }
+      }
+    }
+    RWKVD_EXPECT_NO_VALIDATION_ERRORS(errors);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryType, VkMatmul,
+                         ::testing::Values(GgmlType::F32, GgmlType::F16, GgmlType::BF16,
+                                           GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
+                                           GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K,
+                                           GgmlType::Q5_K, GgmlType::Q6_K),
+                         [](const auto& p) {
+                           return std::string(engine::ggml_traits(p.param).name);
+                         });
+
+}  // namespace
+}  // namespace rwkvd::test

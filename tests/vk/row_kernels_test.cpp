@@ -1,0 +1,126 @@
+// embed (dequantized row + LayerNorm), shift (LN + token shift + lerps) and out_ln against
+// straightforward CPU loops on random data.
+#include <cmath>
+#include <cstring>
+
+#include "tests/vk/vk_harness.h"
+
+namespace rwkvd::test {
+namespace {
+
+using engine::vk::Device;
+
+std::vector<float> layer_norm(const float* x, const float* w, const float* b, uint32_t D,
+                              float eps) {
+  double mu = 0, var = 0;
+  for (uint32_t c = 0; c < D; ++c) mu += x[c];
+  mu /= D;
+  for (uint32_t c = 0; c < D; ++c) var += (x[c] - mu) * (x[c] - mu);
+  var /= D;
+  std::vector<float> y(D);
+  for (uint32_t c = 0; c < D; ++c) {
+    y[c] = static_cast<float>((x[c] - mu) / std::sqrt(var + eps) * w[c] + b[c]);
+  }
+  return y;
+}
+
+TEST(VkRowKernels, EmbedIsRowThenLayerNorm) {
+  VkRig rig;
+  const uint64_t errors = Device::validation_errors();
+  const uint32_t D = 256, V = 10, T = 3;
+  const std::vector<float> table = random_floats(D * V, 1, -2, 3);
+  const std::vector<float> nw = random_floats(D, 2), nb = random_floats(D, 3);
+  rig.make(rig.weights[0], D * V);
+  std::memcpy(rig.weights[0].mapped(), table.data(), table.size() * 4);
+  rig.make(rig.vecs, 2 * D);
+  std::memcpy(rig.ptr<float>(rig.vecs), nw.data(), D * 4);
+  std::memcpy(rig.ptr<float>(rig.vecs) + D, nb.data(), D * 4);
+  rig.make(rig.meta, 4 * T);
+  const uint32_t toks[T] = {7, 0, 9};
+  for (uint32_t t = 0; t < T; ++t) rig.ptr<uint32_t>(rig.meta)[4 * t] = toks[t];
+  rig.make(rig.act, T * D);
+  rig.make(rig.state, 4);
+  const VkDescriptorSet set = rig.set();
+  rig.run([&](VkCommandBuffer cb) {
+    rig.kernels->embed(cb, set, engine::GgmlType::F32, {D, D * 4, 0, 0, D, 1e-5f}, T);
+  });
+  for (uint32_t t = 0; t < T; ++t) {
+    const std::vector<float> want = layer_norm(&table[toks[t] * D], nw.data(), nb.data(), D, 1e-5f);
+    for (uint32_t c = 0; c < D; ++c) {
+      ASSERT_NEAR(rig.ptr<float>(rig.act)[t * D + c], want[c], 1e-5) << "t=" << t << " c=" << c;
+    }
+  }
+  RWKVD_EXPECT_NO_VALIDATION_ERRORS(errors);
+}
+
+}  // namespace
+}  // namespace rwkvd::test
+
+namespace rwkvd::test {
+namespace {
+
+// Two sequences (slots 1 and 0) of 3 and 2 tokens: LayerNorm, token shift from the slot's row
+// at each sequence's first position and from the previous token after, six lerps, the saved
+// xn, and the commit of another buffer's last-token row into the state.
+TEST(VkRowKernels, ShiftNormsShiftsLerpsAndCommits) {
+  VkRig rig;
+  const uint64_t errors = Device::validation_errors();
+  const uint32_t D = 96, T = 5, slot_floats = 4 * D, state_row = D, commit_row = 3 * D;
+  const uint32_t seq_slot[2] = {1, 0}, seq_first[2] = {0, 3}, seq_n[2] = {3, 2};
+  rig.make(rig.meta, 4 * T + 8);
+  auto* meta = rig.ptr<uint32_t>(rig.meta);
+  for (uint32_t s = 0; s < 2; ++s) {
+    for (uint32_t j = 0; j < seq_n[s]; ++j) {
+      meta[4 * (seq_first[s] + j) + 1] = s;
+      meta[4 * (seq_first[s] + j) + 2] = j;
+    }
+    meta[4 * T + 4 * s] = seq_slot[s];
+    meta[4 * T + 4 * s + 1] = seq_first[s];
+    meta[4 * T + 4 * s + 2] = seq_n[s];
+  }
+  const std::vector<float> vec = random_floats(8 * D, 4);  // norm w, norm b, 6 lerps
+  rig.make(rig.vecs, vec.size());
+  std::memcpy(rig.vecs.mapped(), vec.data(), vec.size() * 4);
+  const std::vector<float> state0 = random_floats(2 * slot_floats, 5);
+  rig.make(rig.state, state0.size());
+  std::memcpy(rig.state.mapped(), state0.data(), state0.size() * 4);
+  // act: x [T][D], out 6 x [T][D], save [T][D], commit source [T][D]
+  const uint32_t x_off = 0, out_off = T * D, save_off = 7 * T * D, src_off = 8 * T * D;
+  const std::vector<float> act0 = random_floats(9 * T * D, 6, -2, 2);
+  rig.make(rig.act, act0.size());
+  std::memcpy(rig.act.mapped(), act0.data(), act0.size() * 4);
+  const VkDescriptorSet set = rig.set();
+  const engine::vk::ShiftArgs a{D,       6,          x_off, out_off,   T * D,       save_off,
+                                0,       D,          2 * D, state_row, slot_floats, 1,
+                                src_off, commit_row, 4 * T, 1e-5f};
+  rig.run([&](VkCommandBuffer cb) { rig.kernels->shift(cb, set, a, T); });
+  const float* act = rig.ptr<float>(rig.act);
+  const float* st = rig.ptr<float>(rig.state);
+  for (uint32_t s = 0; s < 2; ++s) {
+    for (uint32_t j = 0; j < seq_n[s]; ++j) {
+      const uint32_t t = seq_first[s] + j;
+      const auto xn = layer_norm(&act0[t * D], &vec[0], &vec[D], D, 1e-5f);
+      const auto prev = j == 0
+                            ? std::vector<float>(&state0[seq_slot[s] * slot_floats + state_row],
+                                                 &state0[seq_slot[s] * slot_floats + state_row + D])
+                            : layer_norm(&act0[(t - 1) * D], &vec[0], &vec[D], D, 1e-5f);
+      for (uint32_t c = 0; c < D; ++c) {
+        ASSERT_NEAR(act[save_off + t * D + c], xn[c], 1e-5);
+        for (uint32_t i = 0; i < 6; ++i) {
+          const float want = xn[c] + (prev[c] - xn[c]) * vec[(2 + i) * D + c];
+          ASSERT_NEAR(act[out_off + i * T * D + t * D + c], want, 1e-5) << "t " << t << " i " << i;
+        }
+      }
+    }
+    const uint32_t last = seq_first[s] + seq_n[s] - 1;
+    for (uint32_t c = 0; c < D; ++c) {
+      EXPECT_EQ(st[seq_slot[s] * slot_floats + commit_row + c], act0[src_off + last * D + c]);
+      EXPECT_EQ(st[seq_slot[s] * slot_floats + state_row + c],
+                state0[seq_slot[s] * slot_floats + state_row + c]);  // read, never written
+    }
+  }
+  RWKVD_EXPECT_NO_VALIDATION_ERRORS(errors);
+}
+
+}  // namespace
+}  // namespace rwkvd::test

@@ -1,0 +1,573 @@
+#include "tools/bench_client.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <sstream>
+#include <thread>
+
+#include "clients/cpp/client.h"
+#include "tools/client_common.h"
+
+namespace rwkvd::tools {
+namespace {
+
+using bench::Clock;
+using bench::ms_since;
+using protocol::Input;
+using protocol::Value;
+
+constexpr auto kClientTimeout = std::chrono::minutes(10);
+constexpr auto kReadyTimeout = std::chrono::minutes(10);
+constexpr int kEmbedProcesses = 8;
+
+std::string tail_of(const std::string& path, size_t n = 4000) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  const std::string s = ss.str();
+  return s.size() > n ? "..." + s.substr(s.size() - n) : s;
+}
+
+// `rwkvd serve` as a child process of this binary, its stdout and stderr in a log file. The
+// child gets SIGTERM if this process dies first.
+class WorkerProcess {
+ public:
+  WorkerProcess(std::vector<std::string> args, std::string log_path)
+      : args_(std::move(args)), log_(std::move(log_path)) {
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>("rwkvd"));
+    for (auto& a : args_) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const pid_t parent = ::getpid();
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::runtime_error(std::string("bench: fork: ") + std::strerror(errno));
+    if (pid_ == 0) {  // only async-signal-safe calls until exec
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != parent) ::_exit(127);
+      const int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      const int null = ::open("/dev/null", O_RDONLY);
+      if (fd < 0 || null < 0) ::_exit(127);
+      ::dup2(null, 0);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      ::execv("/proc/self/exe", argv.data());
+      ::_exit(127);
+    }
+  }
+  ~WorkerProcess() { stop(); }
+  WorkerProcess(const WorkerProcess&) = delete;
+  WorkerProcess& operator=(const WorkerProcess&) = delete;
+
+  // Until the worker prints "ready on" (bound, listening, scheduler running).
+  void wait_ready(Clock::time_point since) {
+    for (;;) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        throw std::runtime_error("bench: the worker exited before it was ready (rwkvd " +
+                                 join_args() + "):\n" + tail_of(log_));
+      }
+      if (tail_of(log_).find("rwkvd: ready on") != std::string::npos) return;
+      if (Clock::now() - since > kReadyTimeout) {
+        throw std::runtime_error("bench: the worker was not ready in time:\n" + tail_of(log_));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+
+  // SIGTERM, then SIGKILL after 20 s.
+  void stop() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    for (int i = 0; i < 200; ++i) {
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+          std::fprintf(stderr, "bench: the worker ended with status %d:\n%s\n", status,
+                       tail_of(log_).c_str());
+        }
+        pid_ = -1;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+  std::string join_args() const {
+    std::string s;
+    for (const auto& a : args_) s += (s.empty() ? "" : " ") + a;
+    return s;
+  }
+  const std::vector<std::string>& args() const { return args_; }
+
+ private:
+  std::vector<std::string> args_;
+  std::string log_;
+  pid_t pid_ = -1;
+};
+
+double sum_of(std::span<const float> v) {
+  double s = 0;
+  for (float x : v) s += x;
+  return s;
+}
+
+Value fetch_stats(const std::string& endpoint) {
+  client::Client c(endpoint, kClientTimeout);
+  return c.stats();
+}
+
+// ---- embedding throughput from forked client processes ----------------------------------
+
+struct ChildResult {
+  int32_t ok = 0;
+  int32_t docs = 0;
+  int32_t in_shm = 0;  // results that came through the ring
+  int64_t end_ns = 0;  // steady_clock (CLOCK_MONOTONIC, the same in every process)
+  double checksum = 0;
+  char error[200] = {};
+};
+static_assert(sizeof(ChildResult) <= PIPE_BUF, "one atomic pipe write per child");
+
+struct EmbedRound {
+  double wall_ms = 0;  // the go signal -> the last child's last embedding
+  int docs = 0;
+  int in_shm = 0;
+  double checksum = 0;
+};
+
+[[noreturn]] void child_main(const std::string& endpoint,
+                             const std::vector<std::vector<int32_t>>& docs, int k, int ready_fd,
+                             int go_fd, int res_fd) {
+  ChildResult r;
+  try {
+    client::Client c(endpoint, kClientTimeout);
+    c.hello();  // maps the ring
+    if (::write(ready_fd, "r", 1) != 1) throw std::runtime_error("ready pipe");
+    char b;
+    while (::read(go_fd, &b, 1) != 0) {  // EOF: go (the parent closed its end)
+      if (errno != EINTR) break;
+    }
+    for (size_t d = static_cast<size_t>(k); d < docs.size(); d += kEmbedProcesses) {
+      const client::Tensor e = c.embed({Input{std::nullopt, docs[d]}});
+      if (e.shape.size() != 2 || e.shape[0] != 1) throw std::runtime_error("bad embedding shape");
+      r.checksum += sum_of(e.data());  // read the floats where they are
+      r.in_shm += e.in_shared_memory() ? 1 : 0;
+      r.docs += 1;
+    }
+    r.end_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+                   .count();
+    r.ok = 1;
+  } catch (const std::exception& e) {
+    std::snprintf(r.error, sizeof r.error, "%s", e.what());
+  }
+  if (::write(res_fd, &r, sizeof r) != static_cast<ssize_t>(sizeof r)) ::_exit(3);
+  ::_exit(r.ok ? 0 : 1);
+}
+
+// kEmbedProcesses forked processes, each with its own client, embed docs[k], docs[k + 8], ...
+// one document per request, all released at once when every one is connected. This process
+// must hold no ZeroMQ context while it forks.
+EmbedRound embed_from_processes(const std::string& endpoint,
+                                const std::vector<std::vector<int32_t>>& docs) {
+  int ready[2], go[2], res[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0 || ::pipe2(go, O_CLOEXEC) != 0 ||
+      ::pipe2(res, O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("bench: pipe: ") + std::strerror(errno));
+  }
+  std::fflush(nullptr);
+  std::vector<pid_t> kids;
+  for (int k = 0; k < kEmbedProcesses; ++k) {
+    const pid_t pid = ::fork();
+    if (pid < 0) break;
+    if (pid == 0) {
+      ::close(ready[0]);
+      ::close(go[1]);
+      ::close(res[0]);
+      child_main(endpoint, docs, k, ready[1], go[0], res[1]);
+    }
+    kids.push_back(pid);
+  }
+  ::close(ready[1]);
+  ::close(go[0]);
+  ::close(res[1]);
+  std::map<pid_t, int> exited;
+  auto reap = [&](bool block) {
+    for (pid_t p : kids) {
+      int status = 0;
+      if (!exited.count(p) && ::waitpid(p, &status, block ? 0 : WNOHANG) == p) exited[p] = status;
+    }
+  };
+  int n_ready = 0;
+  const auto t_wait = Clock::now();
+  while (static_cast<size_t>(n_ready) < kids.size() && kids.size() == kEmbedProcesses) {
+    pollfd p{ready[0], POLLIN, 0};
+    ::poll(&p, 1, 100);
+    if (p.revents & POLLIN) {
+      char buf[16];
+      const ssize_t n = ::read(ready[0], buf, sizeof buf);
+      if (n <= 0) break;
+      n_ready += static_cast<int>(n);
+      continue;
+    }
+    reap(false);
+    if (!exited.empty() || Clock::now() - t_wait > std::chrono::minutes(2)) break;
+  }
+  const bool all_ready = n_ready == kEmbedProcesses;
+  if (!all_ready) {
+    for (pid_t p : kids) {
+      if (!exited.count(p)) ::kill(p, SIGKILL);
+    }
+  }
+  const auto t0 = Clock::now();
+  ::close(go[1]);  // go
+  reap(true);
+  ::close(ready[0]);
+  EmbedRound round;
+  std::string error = all_ready ? "" : "not every client process came up";
+  int64_t last_end = 0;
+  for (size_t i = 0; i < kids.size(); ++i) {
+    ChildResult r;
+    pollfd p{res[0], POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0 || ::read(res[0], &r, sizeof r) != static_cast<ssize_t>(sizeof r)) {
+      if (error.empty()) error = "a client process ended without a result";
+      break;
+    }
+    if (!r.ok) {
+      if (error.empty()) error = r.error;
+      continue;
+    }
+    round.docs += r.docs;
+    round.in_shm += r.in_shm;
+    round.checksum += r.checksum;
+    last_end = std::max(last_end, r.end_ns);
+  }
+  ::close(res[0]);
+  if (error.empty() && round.docs != static_cast<int>(docs.size())) error = "documents missing";
+  if (!error.empty()) throw std::runtime_error("bench: embed from processes: " + error);
+  round.wall_ms =
+      static_cast<double>(
+          last_end -
+          std::chrono::duration_cast<std::chrono::nanoseconds>(t0.time_since_epoch()).count()) /
+      1e6;
+  return round;
+}
+
+// The difference of two of the worker's histograms (stats.embed.batch_*): {count, sum, mean,
+// le: {bucket: n}} of what happened between them.
+nlohmann::json histogram_delta(const Value& before, const Value& after) {
+  const nlohmann::json b = to_json(before), a = to_json(after);
+  nlohmann::json le = nlohmann::json::object();
+  for (const auto& [k, v] : a["le"].items()) {
+    const uint64_t d = v.get<uint64_t>() - b["le"].value(k, uint64_t{0});
+    if (d != 0) le[k] = d;
+  }
+  const uint64_t count = a["count"].get<uint64_t>() - b["count"].get<uint64_t>();
+  const double sum = a["mean"].get<double>() * a["count"].get<double>() -
+                     b["mean"].get<double>() * b["count"].get<double>();
+  return {{"count", count}, {"mean", count ? sum / static_cast<double>(count) : 0.0}, {"le", le}};
+}
+
+std::string histogram_line(const nlohmann::json& h) {
+  std::string s;
+  for (const auto& [k, v] : h["le"].items()) {
+    s += (s.empty() ? "" : ", ") + std::string("<=") + k + ": " + std::to_string(v.get<uint64_t>());
+  }
+  return s;
+}
+
+// ---- field analysis: 6 clients in flight at once ------------------------------------------
+
+struct FieldRound {
+  double wall_ms = 0;
+  std::vector<uint64_t> forks;
+  std::vector<std::vector<int32_t>> tokens;
+  double checksum = 0;
+};
+
+FieldRound fields_in_flight(const std::string& endpoint, uint64_t doc_session,
+                            const std::vector<std::string>& fields, const bench::Sizes& sizes) {
+  const size_t n = fields.size();
+  FieldRound round;
+  round.forks.assign(n, 0);
+  round.tokens.resize(n);
+  std::vector<std::string> errors(n);
+  std::vector<Clock::time_point> ends(n);
+  std::vector<double> sums(n, 0.0);
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t arrived = 0;
+  bool go = false;
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      bool here = false;
+      auto arrive = [&] {
+        std::unique_lock lock(mu);
+        here = true;
+        arrived += 1;
+        cv.notify_all();
+        cv.wait(lock, [&] { return go; });
+      };
+      try {
+        client::Client c(endpoint, kClientTimeout);
+        c.hello();
+        arrive();
+        round.forks[i] = c.session_fork(doc_session);
+        client::GenerateOptions g;
+        g.sampling.max_tokens = static_cast<uint32_t>(sizes.field_tokens);
+        g.sampling.temperature = 0;
+        g.sampling.seed = 1;
+        round.tokens[i] = c.generate(Input{fields[i], {}}, g, {}, round.forks[i]).tokens;
+        const client::Tensor e = c.session_embed(round.forks[i], Input{sizes.field_end, {}});
+        sums[i] = sum_of(e.data());
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+        if (!here) arrive();
+      }
+      ends[i] = Clock::now();
+    });
+  }
+  Clock::time_point t0;
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return arrived == n; });
+    t0 = Clock::now();
+    go = true;
+  }
+  cv.notify_all();
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) {
+    if (!e.empty()) throw std::runtime_error("bench: field analysis: " + e);
+  }
+  round.wall_ms =
+      std::chrono::duration<double, std::milli>(*std::max_element(ends.begin(), ends.end()) - t0)
+          .count();
+  for (double s : sums) round.checksum += s;
+  return round;
+}
+
+// The ring size for the workers: serve's default (256 MiB), less where /dev/shm is smaller
+// (containers often give it 64 MiB).
+uint64_t ring_mb() {
+  uint64_t mb = 256;
+  struct statvfs sv {};
+  if (::statvfs("/dev/shm", &sv) == 0) {
+    const uint64_t avail = static_cast<uint64_t>(sv.f_bavail) * sv.f_frsize;
+    mb = std::min<uint64_t>(mb, std::max<uint64_t>(avail / 2 >> 20, 8));
+  }
+  return mb;
+}
+
+}  // namespace
+
+void run_client_bench(const BenchOptions& o, BenchReport& report) {
+  const int R = std::max(1, o.repeats);
+  const bench::Sizes sizes(o);
+  const std::string email = bench::document(o);
+  const std::vector<std::string> fields = bench::read_lines(o.fields_path);
+
+  char tmpl[] = "/tmp/rwkvd-bench-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) {
+    throw std::runtime_error(std::string("bench: mkdtemp: ") + std::strerror(errno));
+  }
+  const std::filesystem::path dir = tmpl;
+  struct RemoveDir {
+    std::filesystem::path p;
+    ~RemoveDir() {
+      std::error_code ec;
+      std::filesystem::remove_all(p, ec);
+    }
+  } remove_dir{dir};
+  const std::string endpoint = "ipc://" + (dir / "worker.sock").string();
+  const uint64_t shm_mb = ring_mb();
+  auto serve_args = [&](bool coalesce) {
+    std::vector<std::string> a{
+        "serve",       "--model", o.model,    "--endpoint",          endpoint, "--device", o.device,
+        "--log-level", "warn",    "--shm-mb", std::to_string(shm_mb)};
+    if (o.threads > 0) {
+      a.push_back("--threads");
+      a.push_back(std::to_string(o.threads));
+    }
+    if (!coalesce) a.push_back("--no-coalesce");
+    return a;
+  };
+  // A log file per worker process: polling a reused one could find the last worker's "ready".
+  int n_workers = 0;
+  auto next_log = [&] {
+    return (dir / ("worker-" + std::to_string(n_workers++) + ".log")).string();
+  };
+
+  // 1. A fresh worker process per repeat: start -> ready (listening) -> first generated token.
+  std::unique_ptr<WorkerProcess> worker;
+  for (int r = 0; r < R; ++r) {
+    worker.reset();
+    const auto t0 = Clock::now();
+    worker = std::make_unique<WorkerProcess>(serve_args(true), next_log());
+    worker->wait_ready(t0);
+    const double ready_ms = ms_since(t0);
+    client::Client c(endpoint, kClientTimeout);
+    client::GenerateOptions g;
+    g.sampling.max_tokens = 1;
+    g.sampling.temperature = 0;
+    g.sampling.seed = 1;
+    const auto first = c.generate(Input{"Hello", {}}, g);
+    const double first_ms = ms_since(t0);
+    if (first.tokens.size() != 1) throw std::runtime_error("bench: no first token");
+    report.add("load.process_ready_ms", "ms", ready_ms);
+    report.add("load.process_first_token_ms", "ms", first_ms);
+  }
+
+  // 2. Document -> state in this process, through the ring and inline.
+  uint64_t state_floats = 0, n_vocab = 0, n_embd = 0;
+  nlohmann::json client_ctx;
+  {
+    client::Client shm(endpoint, kClientTimeout, true);
+    client::Client inl(endpoint, kClientTimeout, false);
+    const Value hello = shm.hello();
+    inl.hello();
+    const Value& model = *hello.find("model");
+    state_floats = model.find("state_floats")->as_uint();
+    n_vocab = model.find("n_vocab")->as_uint();
+    n_embd = model.find("n_embd")->as_uint();
+    if (!model.find("has_tokenizer")->as_bool()) {
+      throw std::runtime_error("bench: the model has no tokenizer; the client figures send text");
+    }
+    if (!shm.shm_mapped()) {
+      throw std::runtime_error("bench: the client could not map the worker's shared memory");
+    }
+    struct DocState {
+      double total_ms, fetch_ms;
+      bool in_shm;
+      std::vector<float> copy;
+    };
+    auto doc_state = [&](client::Client& c, bool keep) {
+      const auto t0 = Clock::now();
+      const uint64_t sid = c.session_open();
+      c.session_feed(sid, Input{email, {}});
+      const auto t1 = Clock::now();
+      const client::Tensor st = c.session_state(sid);
+      volatile double sink = sum_of(st.data());  // the client reads every float
+      (void)sink;
+      DocState d{ms_since(t0), ms_since(t1), st.in_shared_memory(), {}};
+      if (st.numel() != state_floats) throw std::runtime_error("bench: state of the wrong size");
+      if (keep) d.copy.assign(st.data().begin(), st.data().end());
+      c.session_close(sid);
+      return d;
+    };
+    const DocState a = doc_state(shm, true), b = doc_state(inl, true);  // warm-up, untimed
+    if (!a.in_shm) std::fprintf(stderr, "bench: the state came inline: the ring is too small\n");
+    client_ctx["doc_state_via_ring"] = a.in_shm;
+    client_ctx["doc_state_ring_equals_inline"] = a.copy == b.copy;
+    for (int r = 0; r < R; ++r) {
+      const DocState s = doc_state(shm, false);
+      report.add("doc_state.client_ms", "ms", s.total_ms);
+      report.add("doc_state.client_fetch_ms", "ms", s.fetch_ms);
+      const DocState i = doc_state(inl, false);
+      report.add("doc_state.client_inline_ms", "ms", i.total_ms);
+      report.add("doc_state.client_inline_fetch_ms", "ms", i.fetch_ms);
+    }
+
+    // The document's embedding (a stateless embed: it waits out the coalescing window alone).
+    for (int r = 0; r < R; ++r) {
+      const auto t0 = Clock::now();
+      const client::Tensor e = shm.embed({Input{email, {}}});
+      volatile double sink = sum_of(e.data());
+      (void)sink;
+      report.add("embed.email_client_ms", "ms", ms_since(t0));
+    }
+
+    // 3. Field analysis from the document session: 6 clients at once.
+    const uint64_t doc = shm.session_open();
+    shm.session_feed(doc, Input{email, {}});
+    FieldRound last;
+    for (int r = 0; r < R; ++r) {
+      last = fields_in_flight(endpoint, doc, fields, sizes);
+      report.add("field_analysis.client_ms", "ms", last.wall_ms);
+      for (uint64_t f : last.forks) shm.session_close(f);
+    }
+    shm.session_close(doc);
+    std::vector<std::string> answers;
+    for (const auto& t : last.tokens) answers.push_back(shm.detokenize(t));
+    client_ctx["field_answers"] = answers;  // random-weight models: noise, maybe not UTF-8
+    client_ctx["field_tokens"] = last.tokens;
+    if (const auto engine_tokens = report.context("field_tokens"); !engine_tokens.is_null()) {
+      client_ctx["field_tokens_match_engine"] = engine_tokens == nlohmann::json(last.tokens);
+    }
+  }  // no ZeroMQ context left in this process: the embed phase forks
+
+  // 4. Embedding throughput from 8 processes, coalescing on (this worker), then off.
+  std::vector<std::vector<int32_t>> docs;
+  for (size_t d = 0; d < sizes.n_docs; ++d) {
+    docs.push_back(bench::pseudo_tokens(sizes.doc_len, static_cast<uint32_t>(n_vocab), 99 + d));
+  }
+  nlohmann::json hist = nlohmann::json::object();
+  for (const bool coalesce : {true, false}) {
+    const std::string name = coalesce ? "coalesced" : "single";
+    if (!coalesce) {
+      worker.reset();
+      const auto t0 = Clock::now();
+      worker = std::make_unique<WorkerProcess>(serve_args(false), next_log());
+      worker->wait_ready(t0);
+    }
+    {
+      client::Client warm(endpoint, kClientTimeout);  // one untimed dispatch
+      warm.embed({Input{std::nullopt, docs[0]}});
+    }
+    const Value before = fetch_stats(endpoint);
+    for (int r = 0; r < R; ++r) {
+      const Value b = fetch_stats(endpoint);
+      const EmbedRound round = embed_from_processes(endpoint, docs);
+      const Value a = fetch_stats(endpoint);
+      const auto h = histogram_delta(*b.find("embed")->find("batch_sequences"),
+                                     *a.find("embed")->find("batch_sequences"));
+      report.add("embed.client_" + name + ".docs_s", "docs/s",
+                 static_cast<double>(round.docs) / (round.wall_ms / 1000));
+      report.add("embed.client_" + name + ".batch_mean", "seq/run", h["mean"].get<double>());
+      client_ctx["embed_" + name + "_via_ring"] = round.in_shm == round.docs;
+    }
+    const Value after = fetch_stats(endpoint);
+    const Value& e0 = *before.find("embed");
+    const Value& e1 = *after.find("embed");
+    hist[name] = {{"batch_sequences",
+                   histogram_delta(*e0.find("batch_sequences"), *e1.find("batch_sequences"))},
+                  {"batch_requests",
+                   histogram_delta(*e0.find("batch_requests"), *e1.find("batch_requests"))}};
+    report.add_note("embed batch sizes, " + name + " (sequences per engine run: runs): " +
+                    histogram_line(hist[name]["batch_sequences"]));
+  }
+  worker.reset();
+
+  client_ctx["worker_args"] = serve_args(true);
+  client_ctx["shm_mb"] = shm_mb;
+  client_ctx["embed_processes"] = kEmbedProcesses;
+  client_ctx["embed_docs"] = sizes.n_docs;
+  client_ctx["embed_doc_tokens"] = sizes.doc_len;
+  client_ctx["n_embd"] = n_embd;
+  client_ctx["embed_batch_histograms"] = hist;
+  report.set_context("client", client_ctx);
+}
+
+}  // namespace rwkvd::tools
