@@ -73,7 +73,8 @@ def test_two_clients_cannot_touch_each_others_leases_or_sessions(worker):
         for op, fields in (("session_state", {}), ("session_feed", {"text": "x"}),
                            ("session_close", {}), ("session_fork", {}),
                            ("session_set_state", {"state": state.tobytes()}),
-                           ("generate", {"text": "x"}), ("embed", {"text": "x"})):
+                           ("generate", {"text": "x"}), ("embed", {"text": "x"}),
+                           ("forward", {"text": "x"})):
             with pytest.raises(rwkvd.WorkerError) as e:
                 b.call(op, session=s.id, **fields)
             assert e.value.code == rwkvd.ErrorCode.UNKNOWN_SESSION, op
