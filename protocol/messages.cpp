@@ -627,6 +627,12 @@ Value ok_reply(uint64_t id) {
   return Value(Value::Map{{"v", Value(kProtocolVersion)}, {"id", Value(id)}, {"ok", Value(true)}});
 }
 
+Value heartbeat_message() {
+  Value v = ok_reply(0);
+  v.set("heartbeat", Value(true));
+  return v;
+}
+
 Value error_reply(uint64_t id, ErrorCode code, const std::string& message) {
   Value::Map err{{"code", Value(static_cast<uint32_t>(code))},
                  {"name", Value(error_name(code))},
@@ -650,6 +656,7 @@ Reply decode_reply(std::string_view bytes, const Limits& lim) {
   r.id = id->as_uint("id");
   r.ok = ok->as_bool("ok");
   if (const Value* more = r.body.find("more")) r.more = more->as_bool("more");
+  if (const Value* hb = r.body.find("heartbeat")) r.heartbeat = hb->as_bool("heartbeat");
   if (!r.ok) {
     const Value* err = r.body.find("error");
     if (err == nullptr) fail(ErrorCode::kBadMessage, "error reply without error");

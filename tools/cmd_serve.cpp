@@ -142,6 +142,9 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--session-idle-s", a->opt.session_idle_s, "close sessions unused for this long")
       ->capture_default_str();
+  cmd->add_option("--heartbeat-ms", a->opt.heartbeat_ms,
+                  "heartbeat to clients waiting this long on a request (0 = none)")
+      ->capture_default_str();
   cmd->add_option("--max-tokens", a->opt.limits.max_tokens, "tokens per request")
       ->capture_default_str();
   cmd->add_option("--max-batch", a->opt.limits.max_batch, "inputs per embed request")

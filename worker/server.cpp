@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -119,6 +120,7 @@ void Server::send(const std::string& client, const Value& body) {
       return;
     }
     (void)router_.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
+    if (auto it = last_sent_.find(client); it != last_sent_.end()) it->second = Clock::now();
   } catch (const zmq::error_t& e) {
     if (e.num() == EHOSTUNREACH) {
       drop_client(client, true);
@@ -138,6 +140,7 @@ void Server::drop_client(const std::string& client, bool gone_for_good) {
   if (ring_) ring_->release_owner(client);
   scheduler_->client_gone(client, gone_for_good);
   inflight_.erase(client);
+  last_sent_.erase(client);
 }
 
 void Server::send_error(const std::string& client, uint64_t id, ErrorCode code,
@@ -198,6 +201,26 @@ void Server::retry_parked(bool force) {
   }
 }
 
+void Server::send_heartbeats() {
+  if (opt_.heartbeat_ms == 0) return;
+  const auto now = Clock::now();
+  const auto every = std::chrono::milliseconds(opt_.heartbeat_ms);
+  std::vector<std::string> due;
+  for (auto it = last_sent_.begin(); it != last_sent_.end();) {
+    if (!inflight_.contains(it->first)) {
+      it = last_sent_.erase(it);  // nothing in flight: nobody waits on us
+      continue;
+    }
+    if (now - it->second >= every) due.push_back(it->first);
+    ++it;
+  }
+  // send() may drop a client (its queue is full: it stopped reading), which edits the maps.
+  for (const auto& client : due) {
+    last_sent_[client] = now;
+    send(client, protocol::heartbeat_message());
+  }
+}
+
 void Server::drain_outbox() {
   std::deque<Outgoing> out;
   {
@@ -245,6 +268,7 @@ Value Server::hello_value() const {
     shm = Value(Value::Map{{"name", Value(ring_->name())}, {"bytes", Value(ring_->total_bytes())}});
   return Value(Value::Map{{"protocol", Value(protocol::kProtocolVersion)},
                           {"server", Value(kServerVersion)},
+                          {"heartbeat_ms", Value(opt_.heartbeat_ms)},
                           {"shm", std::move(shm)},
                           {"limits", Value(std::move(limits))},
                           {"model", Value(std::move(model))}});
@@ -275,6 +299,7 @@ Value Server::info_value() const {
                                     {"step_token_budget", Value(opt_.step_token_budget)},
                                     {"session_idle_s", Value(opt_.session_idle_s)},
                                     {"lease_timeout_s", Value(opt_.lease_timeout_s)},
+                                    {"heartbeat_ms", Value(opt_.heartbeat_ms)},
                                     {"client_queue", Value(opt_.client_queue)}}));
   return v;
 }
@@ -408,16 +433,21 @@ void Server::handle_request(const std::string& client, protocol::Request req) {
     throw protocol::ProtocolError(ErrorCode::kBusy, "request queue is full; retry later");
   }
   inflight += 1;
+  // The clock of its heartbeats starts now: a reply within heartbeat_ms needs none.
+  if (opt_.heartbeat_ms > 0) last_sent_.try_emplace(client, Clock::now());
 }
 
 void Server::run() {
   if (!bound_) bind();
   auto last_expire = Clock::now();
+  // Wake often enough to keep heartbeats within about half an interval of their time.
+  const int64_t poll_ms =
+      opt_.heartbeat_ms > 0 ? std::clamp<int64_t>(opt_.heartbeat_ms / 2, 1, 100) : 100;
   while (!stop_.load()) {
     zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
                                {wake_pull_.handle(), 0, ZMQ_POLLIN, 0}};
     try {
-      zmq::poll(items, 2, std::chrono::milliseconds(parked_.empty() ? 100 : 1));
+      zmq::poll(items, 2, std::chrono::milliseconds(parked_.empty() ? poll_ms : 1));
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;  // a signal: the loop condition sees stop_
       throw;
@@ -454,6 +484,7 @@ void Server::run() {
     try {
       drain_outbox();
       retry_parked(false);
+      send_heartbeats();
     } catch (const std::exception& e) {
       spdlog::error("sending replies: {}", e.what());
     }

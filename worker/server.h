@@ -57,6 +57,7 @@ class Server {
                   const std::string& msg);
   void drain_outbox();
   void retry_parked(bool force);
+  void send_heartbeats();
   protocol::Value hello_value() const;
   protocol::Value info_value() const;
   protocol::Value stats_value() const;
@@ -84,6 +85,8 @@ class Server {
   std::deque<Parked> parked_;  // waiting for ring space
   // Requests of each client queued or running (server thread only), for the per-client cap.
   std::unordered_map<std::string, uint32_t> inflight_;
+  // When each client with requests in flight last got a message from us (for heartbeats).
+  std::unordered_map<std::string, Clock::time_point> last_sent_;
   Clock::time_point last_drop_log_{};
   std::atomic<bool> stop_{false};
   bool bound_ = false;

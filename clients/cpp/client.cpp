@@ -70,6 +70,9 @@ struct Client::Impl {
   std::chrono::milliseconds timeout;
   bool use_shm;
   bool said_hello = false;
+  // kHeartbeatLiveness heartbeat intervals of the worker we said hello to (0: it sends none, or
+  // no hello yet): silence that long while waiting means the worker is gone.
+  std::chrono::milliseconds liveness{0};
   uint64_t next_id = 1;
   std::shared_ptr<protocol::ShmReader> reader;
   std::shared_ptr<PendingReleases> pending = std::make_shared<PendingReleases>();
@@ -87,6 +90,7 @@ struct Client::Impl {
   void forget_ring() {
     reader.reset();
     said_hello = false;
+    liveness = std::chrono::milliseconds(0);
   }
 };
 
@@ -137,22 +141,34 @@ protocol::Reply Client::call(Request& req,
   const std::string bytes = protocol::encode_request(req);
   impl_->sock.send(zmq::buffer(bytes), zmq::send_flags::none);
   // The timeout is per message of this request: a long stream is fine as long as chunks come.
-  auto deadline = std::chrono::steady_clock::now() + impl_->timeout;
+  // Heartbeats do not extend it (a stuck engine still times out), but their absence ends the
+  // wait early: a worker that says nothing for `liveness` is dead, not slow.
+  using SteadyClock = std::chrono::steady_clock;
+  const auto liveness = impl_->liveness;
+  auto deadline = SteadyClock::now() + impl_->timeout;
+  auto alive_until = liveness.count() > 0 ? SteadyClock::now() + liveness : deadline;
   for (;;) {
+    const bool dead_first = alive_until < deadline;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+        std::min(deadline, alive_until) - SteadyClock::now());
     zmq::pollitem_t item{impl_->sock.handle(), 0, ZMQ_POLLIN, 0};
     zmq::poll(&item, 1, std::max(left, std::chrono::milliseconds(0)));
     if (!(item.revents & ZMQ_POLLIN)) {
       // The worker is gone or stuck. Start over on a fresh socket so the next call reaches a
       // restarted worker without stale requests queued ahead of it.
       impl_->reset();
+      if (dead_first) {
+        throw TimeoutError("no reply and no heartbeat from " + endpoint_ + " for " +
+                           std::to_string(liveness.count()) + " ms: the worker is gone");
+      }
       throw TimeoutError("no reply from " + endpoint_ + " within " +
                          std::to_string(impl_->timeout.count()) + " ms");
     }
     zmq::message_t msg;
     (void)impl_->sock.recv(msg, zmq::recv_flags::none);
     protocol::Reply r = protocol::decode_reply(msg.to_string_view());
+    if (liveness.count() > 0) alive_until = SteadyClock::now() + liveness;  // a sign of life
+    if (r.heartbeat) continue;
     if (r.id != req.id && r.id != 0) continue;  // a late reply to an earlier, timed-out call
     if (!r.ok) throw WorkerError(r.code, r.message);
     if (r.more) {
@@ -198,8 +214,13 @@ Value Client::hello() {
   Request req;
   req.op = Op::kHello;
   Value body = call(req).body;
-  if (!impl_->said_hello && impl_->use_shm) {
+  // Workers that heartbeat say how often; an absurd interval is capped at an hour.
+  const Value* hb = body.find("heartbeat_ms");
+  const uint64_t hb_ms = hb != nullptr ? std::min<uint64_t>(hb->as_uint("heartbeat_ms"), 3600000) : 0;
+  impl_->liveness = std::chrono::milliseconds(hb_ms * protocol::kHeartbeatLiveness);
+  if (!impl_->said_hello) {
     impl_->said_hello = true;
+    if (!impl_->use_shm) return body;
     if (const Value* shm = body.find("shm"); shm != nullptr && !shm->is_nil()) {
       try {
         impl_->reader = protocol::ShmReader::open(need(*shm, "name").as_str());
@@ -240,7 +261,7 @@ std::string Client::detokenize(const std::vector<int32_t>& tokens) {
 GenerateResult Client::generate(const protocol::Input& prompt, const GenerateOptions& options,
                                 const std::function<void(const Chunk&)>& on_chunk,
                                 uint64_t session) {
-  if (!impl_->said_hello && impl_->use_shm) hello();
+  if (!impl_->said_hello) hello();
   Request req;
   req.op = Op::kGenerate;
   req.inputs.push_back(prompt);
@@ -268,7 +289,7 @@ GenerateResult Client::generate(const protocol::Input& prompt, const GenerateOpt
 }
 
 Tensor Client::embed(const std::vector<protocol::Input>& inputs) {
-  if (!impl_->said_hello && impl_->use_shm) hello();
+  if (!impl_->said_hello) hello();
   Request req;
   req.op = Op::kEmbed;
   req.inputs = inputs;
@@ -305,7 +326,7 @@ uint64_t Client::session_feed(uint64_t session, const protocol::Input& input) {
 }
 
 Tensor Client::session_state(uint64_t session) {
-  if (!impl_->said_hello && impl_->use_shm) hello();
+  if (!impl_->said_hello) hello();
   Request req;
   req.op = Op::kSessionState;
   req.session = session;
@@ -321,7 +342,7 @@ void Client::session_set_state(uint64_t session, std::span<const float> state) {
 }
 
 Tensor Client::session_embed(uint64_t session, const protocol::Input& input) {
-  if (!impl_->said_hello && impl_->use_shm) hello();
+  if (!impl_->said_hello) hello();
   Request req;
   req.op = Op::kEmbed;
   req.session = session;
@@ -330,7 +351,7 @@ Tensor Client::session_embed(uint64_t session, const protocol::Input& input) {
 }
 
 ForwardResult Client::forward(const protocol::Input& input, const ForwardOptions& options) {
-  if (!impl_->said_hello && impl_->use_shm) hello();
+  if (!impl_->said_hello) hello();
   Request req;
   req.op = Op::kForward;
   req.inputs.push_back(input);

@@ -122,6 +122,7 @@ class Counts:
     requests: int = 0
     replies: int = 0
     chunks: int = 0
+    heartbeats: int = 0
     scenarios: int = 0
     errors: int = 0
     lost: int = 0
@@ -136,8 +137,8 @@ class Counts:
             self.notes.append(msg)
 
     def add(self, other: "Counts") -> None:
-        for k in ("requests", "replies", "chunks", "scenarios", "errors", "lost", "duplicated",
-                  "unknown", "mismatched"):
+        for k in ("requests", "replies", "chunks", "heartbeats", "scenarios", "errors", "lost",
+                  "duplicated", "unknown", "mismatched"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
         for op, n in other.by_op.items():
             self.by_op[op] = self.by_op.get(op, 0) + n
@@ -197,6 +198,9 @@ class Driver:
         if not self.sock.poll(int(timeout_s * 1000)):
             return None
         r = msgpack.unpackb(self.sock.recv(), raw=False, unicode_errors="replace")
+        if r.get("heartbeat") is True:  # a sign of life while requests run, not a reply
+            self.counts.heartbeats += 1
+            return None
         rid = r.get("id")
         if rid in self.finished:
             self.counts.duplicated += 1
@@ -353,7 +357,8 @@ class SoakResult:
         parts = ", ".join(f"{k} {self.rss_growth(k) / 2**20:+.1f}"
                           for k in ("RssAnon", "RssShmem", "RssFile"))
         return (f"soak {self.duration_s:.0f}s: {c.scenarios} scenarios, {c.requests} requests, "
-                f"{c.replies} replies, {c.chunks} stream chunks; lost {c.lost}, duplicated "
+                f"{c.replies} replies, {c.chunks} stream chunks, {c.heartbeats} heartbeats; lost "
+                f"{c.lost}, duplicated "
                 f"{c.duplicated}, unknown {c.unknown}, mismatched {c.mismatched}, errors "
                 f"{c.errors}\n  by op: {ops}\n  worker VmRSS peak after warm-up: first half "
                 f"{first / 2**20:.1f} MiB, second half {second / 2**20:.1f} MiB (growth "

@@ -1,10 +1,12 @@
 #pragma once
 // A Backend that forwards to a real one and fails on demand: the test-only fault injection hook
-// for "the backend ran out of memory". Armed counts are atomics because the worker's engine
-// thread calls in while the test thread arms.
+// for "the backend ran out of memory" (and for "the engine is slow"). Armed counts are atomics
+// because the worker's engine thread calls in while the test thread arms.
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <new>
+#include <thread>
 
 #include "engine/backend.h"
 
@@ -17,6 +19,8 @@ class FaultyBackend : public engine::Backend {
   // The next n calls of run() / of the state copies throw std::bad_alloc.
   std::atomic<int> fail_runs{0};
   std::atomic<int> fail_state_io{0};
+  // Every run() first sleeps this long: a slow engine behind a live worker.
+  std::atomic<int> run_delay_ms{0};
 
   const engine::Rwkv7Hparams& hparams() const override { return inner_->hparams(); }
   std::string device_name() const override { return "faulty " + inner_->device_name(); }
@@ -24,6 +28,9 @@ class FaultyBackend : public engine::Backend {
   engine::LoadStats load_stats() const override { return inner_->load_stats(); }
   std::vector<engine::Tensor> run(std::span<const engine::SequenceInput> batch) override {
     maybe_fail(fail_runs);
+    if (const int ms = run_delay_ms.load(); ms > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    }
     return inner_->run(batch);
   }
   void reset_state(uint32_t slot) override { inner_->reset_state(slot); }

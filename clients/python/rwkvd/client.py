@@ -30,6 +30,8 @@ from . import _shm
 from .errors import ProtocolViolation, RequestTimeout, WorkerError
 
 PROTOCOL_VERSION = 1
+# Silence for this many of the worker's heartbeat intervals while waiting: the worker is gone.
+HEARTBEAT_LIVENESS = 3
 Prompt = Union[str, Sequence[int]]
 
 
@@ -151,6 +153,7 @@ class Client:
     def _forget_ring(self) -> None:
         self._ring = None
         self._hello = None
+        self._liveness: Optional[float] = None  # learnt from hello: see _recv
 
     def _send(self, op: str, fields: Dict[str, Any]) -> int:
         rid = self._next_id
@@ -170,16 +173,28 @@ class Client:
         return rid
 
     def _recv(self, rid: int) -> Dict[str, Any]:
+        # The timeout is per message. Heartbeats do not extend it (a stuck engine still times
+        # out), but silence for `liveness` (3 heartbeat intervals) means the worker is dead, not
+        # slow, and ends the wait early (PROTOCOL.md, Heartbeats).
+        liveness = self._liveness
         deadline = time.monotonic() + self.timeout
+        alive_until = time.monotonic() + liveness if liveness else deadline
         while True:
-            left = max(0.0, deadline - time.monotonic())
+            left = max(0.0, min(deadline, alive_until) - time.monotonic())
             if not self._sock.poll(int(left * 1000)):
                 self._reset_socket()
+                if alive_until < deadline:
+                    raise RequestTimeout(f"no reply and no heartbeat from {self.endpoint} for "
+                                         f"{liveness:.3g} s: the worker is gone")
                 raise RequestTimeout(f"no reply from {self.endpoint} within {self.timeout} s")
             reply = msgpack.unpackb(self._sock.recv(), raw=False, unicode_errors="replace",
                                     strict_map_key=False)
             if not isinstance(reply, dict) or "id" not in reply:
                 raise ProtocolViolation(f"malformed reply: {reply!r:.200}")
+            if liveness:
+                alive_until = time.monotonic() + liveness  # any message is a sign of life
+            if reply.get("heartbeat") is True:
+                continue
             if reply["id"] not in (rid, 0):
                 continue  # a late reply to an earlier call that timed out or was abandoned
             if not reply.get("ok"):
@@ -226,6 +241,9 @@ class Client:
     def hello(self) -> Dict[str, Any]:
         """Protocol version, model shape, limits and the shared-memory ring's name."""
         reply = self.call("hello")
+        hb = reply.get("heartbeat_ms")
+        self._liveness = (min(hb, 3_600_000) * HEARTBEAT_LIVENESS / 1000.0
+                          if isinstance(hb, int) and hb > 0 else None)
         if self._use_shm:
             shm = reply.get("shm") or {}
             if self._ring is None or self._ring.name != shm.get("name"):
