@@ -18,7 +18,7 @@ constexpr uint32_t kHeartbeatMs = 100;  // liveness: 300 ms
 class HeartbeatTest : public WorkerTest {
  protected:
   void start_slow(const std::filesystem::path& model, int run_delay_ms) {
-    wrap_backend_ = [this, run_delay_ms](std::unique_ptr<engine::Backend> b) {
+    wrap_backend_ = [run_delay_ms](std::unique_ptr<engine::Backend> b) {
       auto f = std::make_unique<FaultyBackend>(std::move(b));
       f->run_delay_ms = run_delay_ms;
       return std::unique_ptr<engine::Backend>(std::move(f));
