@@ -80,6 +80,33 @@ std::string printable(std::string_view s) {
 
 }  // namespace
 
+std::string escape_gguf_token(std::string_view bytes) {
+  const bool double_quoted =
+      bytes.find('\'') != std::string_view::npos && bytes.find('"') == std::string_view::npos;
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size());
+  for (const char ch : bytes) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\'' && !double_quoted) {
+      out += "\\'";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c < 0x20 || c >= 0x7f) {
+      out += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
 std::string unescape_gguf_token(std::string_view escaped) {
   std::string out;
   out.reserve(escaped.size());

@@ -24,6 +24,12 @@ enum class GgufTokenType : int32_t {
 // nothing. Throws EngineError naming the file and key on anything malformed.
 std::vector<std::string> read_gguf_vocab(const GgufFile& file);
 
+// The escaped token string llama.cpp's converter writes for `bytes`: Python's
+// repr(bytes)[2:-1]. `\\`, `\t`, `\n`, `\r`, `\xhh` (lowercase) for other bytes below 0x20 or
+// from 0x7f, the byte itself otherwise; a `'` is escaped only when repr would use single quotes,
+// i.e. when the bytes also hold a `"`. unescape_gguf_token() inverts it.
+std::string escape_gguf_token(std::string_view bytes);
+
 // The bytes of one escaped token string as llama.cpp's rwkv vocab stores it (the converter's
 // repr(bytes)[2:-1]): `\t`, `\n`, `\r`, `\xhh` (lowercase hex) and `\<c>` for `c`; any other
 // byte stands for itself. Throws EngineError (without location) on a truncated escape or a

@@ -28,6 +28,10 @@ layout(push_constant) uniform PC {
 }
 pc;
 
+// Grid (T, slices): every workgroup computes its token's LayerNorm statistics over the whole row
+// (cheap: the row is a few KB, read from cache) and then writes WG channels of the outputs, so
+// a single decoded token still spreads over D / WG workgroups (the host picks the number of
+// slices: one on CPU devices, where workgroups are expensive).
 void main() {
   const uint t = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
   const uint D = pc.D, seq = meta[4 * t + 1], pos = meta[4 * t + 2];
@@ -35,26 +39,26 @@ void main() {
   const bool first = pos == 0;
   const uint xo = pc.x_off + t * D, po = xo - D;  // po is only read when !first
   vec4 s = vec4(0);
-  for (uint c = tid; c < D; c += WG) {
-    s.x += act[xo + c];
-    if (!first) s.y += act[po + c];
+  for (uint c = tid; c < D / 4u; c += WG) {
+    s.x += dot(act4[xo / 4u + c], vec4(1));
+    if (!first) s.y += dot(act4[po / 4u + c], vec4(1));
   }
   s = wg_sum4(s) / float(D);
   const float mu = s.x, mup = s.y;
   vec4 q = vec4(0);
-  for (uint c = tid; c < D; c += WG) {
-    const float d = act[xo + c] - mu;
-    q.x += d * d;
+  for (uint c = tid; c < D / 4u; c += WG) {
+    const vec4 d = act4[xo / 4u + c] - mu;
+    q.x += dot(d, d);
     if (!first) {
-      const float e = act[po + c] - mup;
-      q.y += e * e;
+      const vec4 e = act4[po / 4u + c] - mup;
+      q.y += dot(e, e);
     }
   }
   q = wg_sum4(q) / float(D);
   const float rs = inversesqrt(q.x + pc.eps), rsp = inversesqrt(q.y + pc.eps);
   const uint sb = slot * pc.slot_floats;
   const bool do_commit = pc.commit != 0 && pos + 1 == n;
-  for (uint c = tid; c < D; c += WG) {
+  for (uint c = gl_WorkGroupID.y * WG + tid; c < D; c += gl_NumWorkGroups.y * WG) {
     const float nw = vecs[pc.norm_w + c], nb = vecs[pc.norm_b + c];
     const float xn = (act[xo + c] - mu) * rs * nw + nb;
     const float prev = first ? state[sb + pc.state_row + c] : (act[po + c] - mup) * rsp * nw + nb;

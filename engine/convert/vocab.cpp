@@ -3,35 +3,9 @@
 #include <algorithm>
 
 #include "engine/error.h"
+#include "engine/gguf_vocab.h"
 
 namespace rwkvd::engine::convert {
-
-std::string escape_token(std::string_view bytes) {
-  const bool double_quoted =
-      bytes.find('\'') != std::string_view::npos && bytes.find('"') == std::string_view::npos;
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size());
-  for (const char ch : bytes) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\'' && !double_quoted) {
-      out += "\\'";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c < 0x20 || c >= 0x7f) {
-      out += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
-}
 
 GgufVocab byte_vocab(int64_t n_vocab) {
   if (n_vocab != 256) {
@@ -40,7 +14,7 @@ GgufVocab byte_vocab(int64_t n_vocab) {
   }
   GgufVocab v;
   for (int b = 0; b < 256; ++b) {
-    v.tokens.push_back(escape_token(std::string(1, static_cast<char>(b))));
+    v.tokens.push_back(escape_gguf_token(std::string(1, static_cast<char>(b))));
     v.types.push_back(kTokenNormal);
   }
   return v;
@@ -60,7 +34,7 @@ GgufVocab world_vocab(const std::vector<std::string>& token_bytes, int64_t n_voc
   for (int64_t i = 1; i < n_file; ++i) {
     const auto& bytes = token_bytes[static_cast<size_t>(i)];
     if (bytes.empty()) throw EngineError(source + ": no token with id " + std::to_string(i));
-    v.tokens.push_back(escape_token(bytes));
+    v.tokens.push_back(escape_gguf_token(bytes));
     v.types.push_back(kTokenNormal);
   }
   for (int64_t i = std::max<int64_t>(n_file, 1); i < n_vocab; ++i) {

@@ -1,9 +1,8 @@
 #pragma once
 // The tokenizer metadata of an RWKV-7 GGUF (tokenizer.ggml.model "rwkv"), built the way
-// llama.cpp's converter builds it. Tokens are stored escaped: Python's repr(bytes)[2:-1].
+// llama.cpp's converter builds it. Tokens are stored escaped (engine/gguf_vocab.h).
 #include <cstdint>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace rwkvd::engine::convert {
@@ -18,11 +17,6 @@ struct GgufVocab {
   std::vector<int32_t> types;
   bool world = false;  // a world vocab also gets a chat template and the "\n\n" EOT token
 };
-
-// Python's repr(bytes)[2:-1]: `\\`, `\t`, `\n`, `\r`, `\xhh` (lowercase) for other bytes below
-// 0x20 or from 0x7f, the byte itself otherwise; a `'` is escaped only when repr would use single
-// quotes, i.e. when the bytes also hold a `"`.
-std::string escape_token(std::string_view bytes);
 
 // The vocab of rwkv.cpp's tiny test models: token i is byte i, all NORMAL. n_vocab must be 256.
 GgufVocab byte_vocab(int64_t n_vocab);

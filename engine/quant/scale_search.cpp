@@ -94,6 +94,27 @@ SweepResult sweep_positive_scale(const float* y, int n, int nneg, int npos, floa
   return best;
 }
 
+struct GridSums {
+  float q, qq, xq;
+};
+
+// The sums of q, q^2 and q * x over x's n values rounded on the grid stretched by `iscale` from
+// `lo` (q = grid_level((x - lo) * iscale, 0, top)), summed in eight lanes (see Lanes); the q
+// are kept in `qs` when it is given.
+GridSums stretched_grid_sums(const float* x, int n, float lo, float iscale, float top, float* qs) {
+  Lanes sq, sqq, sxq;
+  for (int i0 = 0; i0 < n; i0 += 8) {
+    for (int k = 0; k < 8; ++k) {
+      const float q = grid_level((x[i0 + k] - lo) * iscale, 0, top);
+      if (qs != nullptr) qs[i0 + k] = q;
+      sq.v[k] += q;
+      sqq.v[k] += q * q;
+      sxq.v[k] += q * x[i0 + k];
+    }
+  }
+  return {sq.total(), sqq.total(), sxq.total()};
+}
+
 }  // namespace
 
 uint16_t symmetric_scale_fp16(const float* x, int n, int nneg, int npos) {
@@ -158,16 +179,7 @@ AffineFp16 affine_scale_fp16(const float* x, int n, int nmax) {
   const auto fn = static_cast<float>(n);
   for (int t = 0; t <= 40; ++t) {
     const float iscale = (top - 1.0f + 0.05f * static_cast<float>(t)) / range;
-    Lanes sq, sqq, sxq;
-    for (int i0 = 0; i0 < n; i0 += 8) {
-      for (int k = 0; k < 8; ++k) {
-        const float q = grid_level((x[i0 + k] - lo) * iscale, 0, top);
-        sq.v[k] += q;
-        sqq.v[k] += q * q;
-        sxq.v[k] += q * x[i0 + k];
-      }
-    }
-    const float s_q = sq.total(), s_qq = sqq.total(), s_xq = sxq.total();
+    const auto [s_q, s_qq, s_xq] = stretched_grid_sums(x, n, lo, iscale, top, nullptr);
     const float det = fn * s_qq - s_q * s_q;
     if (!(det > 0)) continue;
     const float d = (fn * s_xq - sx * s_q) / det;
@@ -211,17 +223,7 @@ ScaleMin k_affine_scale(const float* x, int n, int nmax) {
   float best_err = error_of(best_scale, best_off);
   for (int t = 0; t <= 40; ++t) {
     const float iscale = (top - 1.0f + 0.05f * static_cast<float>(t)) / range;
-    Lanes sq, sqq, sxq;
-    for (int i0 = 0; i0 < n; i0 += 8) {
-      for (int k = 0; k < 8; ++k) {
-        const float q = grid_level((x[i0 + k] - lo) * iscale, 0, top);
-        qs[i0 + k] = q;
-        sq.v[k] += q;
-        sqq.v[k] += q * q;
-        sxq.v[k] += q * x[i0 + k];
-      }
-    }
-    const float s_q = sq.total(), s_qq = sqq.total(), s_xq = sxq.total();
+    const auto [s_q, s_qq, s_xq] = stretched_grid_sums(x, n, lo, iscale, top, qs.data());
     const float det = fn * s_qq - s_q * s_q;
     if (!(det > 0)) continue;
     float scale = (fn * s_xq - sx * s_q) / det;

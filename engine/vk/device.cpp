@@ -195,6 +195,8 @@ Device::Device() {
     features_.subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                                (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
                                sg.subgroupSize >= 4 && !env_flag("RWKVD_VK_NO_SUBGROUP");
+    features_.subgroup_shuffle = features_.subgroup_arith &&
+                                 (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
 
     const float prio = 1.0f;
     VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};

@@ -16,6 +16,7 @@ struct DeviceFeatures {
   bool storage16 = false;       // storageBuffer16BitAccess
   bool storage8 = false;        // storageBuffer8BitAccess
   bool subgroup_arith = false;  // compute-stage subgroup add (the _sg matmul variant)
+  bool subgroup_shuffle = false;  // and shuffles (wkv_sg)
   uint32_t subgroup_size = 0;
 };
 

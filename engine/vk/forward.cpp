@@ -28,7 +28,8 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
       token_cap_(token_cap),
       seq_cap_(seq_cap),
       kernels_(dev, pipes),
-      cmds_(dev) {
+      cmds_(dev),
+      profiler_(dev) {
   const uint32_t D = hp_.n_embd, Tc = token_cap;
   if (D % 8 != 0 || hp_.n_embd % hp_.head_size != 0) {
     throw EngineError("vulkan: n_embd must be a multiple of 8 and of the head size");
@@ -108,17 +109,19 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
       first.push_back({ly.v1, slot_for(ly.v1, a_.lerp + 3 * TD, a_.hv, MmMode::kStore)});
       second.push_back({ly.v2, slot_for(ly.v2, a_.hv, a_.vl, MmMode::kStore)});
     }
-    p.first = group(first);
-    p.second = group(second);
-    p.out = group({{ly.output, slot_for(ly.output, a_.y, a_.x, MmMode::kAdd)}});
-    p.fkey = group({{ly.ffn_key, slot_for(ly.ffn_key, a_.fx, a_.fh, MmMode::kReluSq)}});
-    p.fval = group({{ly.ffn_value, slot_for(ly.ffn_value, a_.fh, a_.x, MmMode::kAdd)}});
+    p.first = group("mm r,k,v,lora down", first);
+    p.second = group("mm lora up", second);
+    p.out = group("mm output", {{ly.output, slot_for(ly.output, a_.y, a_.x, MmMode::kAdd)}});
+    p.fkey =
+        group("mm ffn key", {{ly.ffn_key, slot_for(ly.ffn_key, a_.fx, a_.fh, MmMode::kReluSq)}});
+    p.fval =
+        group("mm ffn value", {{ly.ffn_value, slot_for(ly.ffn_value, a_.fh, a_.x, MmMode::kAdd)}});
     for (auto* gs : {&p.first, &p.second, &p.out, &p.fkey, &p.fval}) {
       for (const MmGroup& g : *gs) types.push_back(g.type);
     }
     layers_.push_back(std::move(p));
   }
-  head_ = group({{model.head, slot_for(model.head, a_.embd, a_.logits, MmMode::kStore)}});
+  head_ = group("mm head", {{model.head, slot_for(model.head, a_.embd, a_.logits, MmMode::kStore)}});
   types.push_back(model.head->type);
   types.push_back(model.token_embd->type);
   std::sort(types.begin(), types.end());
@@ -136,7 +139,7 @@ Forward::~Forward() = default;
 
 // Splits products into dispatches of one weight type, at most four each, keeping their order.
 std::vector<Forward::MmGroup> Forward::group(
-    const std::vector<std::pair<const GgufTensor*, MmSlot>>& mats) {
+    const std::string& role, const std::vector<std::pair<const GgufTensor*, MmSlot>>& mats) {
   std::vector<MmGroup> out;
   std::vector<std::vector<const GgufTensor*>> tensors;
   for (const auto& [t, slot] : mats) {
@@ -145,7 +148,7 @@ std::vector<Forward::MmGroup> Forward::group(
       if (out[i].type == t->type && out[i].slots.size() < kWeightBindings) gi = i;
     }
     if (gi == out.size()) {
-      out.push_back({t->type, VK_NULL_HANDLE, {}});
+      out.push_back({role + " " + weight_type_suffix(t->type), t->type, VK_NULL_HANDLE, {}});
       tensors.emplace_back();
     }
     out[gi].slots.push_back(slot);
@@ -163,35 +166,47 @@ std::vector<Forward::MmGroup> Forward::group(
   return out;
 }
 
-void Forward::record_mm(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T) {
-  for (const MmGroup& g : groups) kernels_.mm(cb, g.set, g.type, g.slots, T);
+void Forward::record_mm(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T,
+                        uint32_t prof) {
+  for (const MmGroup& g : groups) {
+    kernels_.mm(cb, g.set, g.type, g.slots, T);
+    profiler_.stamp(cb, prof, g.label);
+  }
+}
+
+void Forward::collect_profile(const ForwardShape& shape) {
+  if (!profiler_.enabled()) return;
+  if (auto it = recorded_.find(shape); it != recorded_.end()) profiler_.collect(it->second.profile);
 }
 
 const std::vector<VkCommandBuffer>& Forward::commands(const ForwardShape& shape) {
-  if (auto it = recorded_.find(shape); it != recorded_.end()) return it->second;
+  if (auto it = recorded_.find(shape); it != recorded_.end()) return it->second.cbs;
   if (recorded_.size() >= 64) {  // bound the cache; shapes repeat in steady decode
-    for (auto& [s, cbs] : recorded_) {
-      vkFreeCommandBuffers(dev_.device(), cmds_.pool(), static_cast<uint32_t>(cbs.size()),
-                           cbs.data());
+    for (auto& [s, r] : recorded_) {
+      vkFreeCommandBuffers(dev_.device(), cmds_.pool(), static_cast<uint32_t>(r.cbs.size()),
+                           r.cbs.data());
+      profiler_.forget(r.profile);
     }
     recorded_.clear();
   }
-  std::vector<VkCommandBuffer> cbs(hp_.n_layer + 2);
-  cmds_.allocate(cbs);
-  for (uint32_t s = 0; s < cbs.size(); ++s) {
+  Recorded r;
+  r.cbs.resize(hp_.n_layer + 2);
+  cmds_.allocate(r.cbs);
+  for (uint32_t s = 0; s < r.cbs.size(); ++s) {
     VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    RWKVD_VK(vkBeginCommandBuffer(cbs[s], &bi));
-    record(cbs[s], s, shape);
-    RWKVD_VK(vkEndCommandBuffer(cbs[s]));
+    RWKVD_VK(vkBeginCommandBuffer(r.cbs[s], &bi));
+    Kernels::barrier(r.cbs[s]);  // after the previous segment / chunk / state transfer
+    r.profile.push_back(profiler_.begin(r.cbs[s], shape.T));
+    record(r.cbs[s], s, shape, r.profile.back());
+    RWKVD_VK(vkEndCommandBuffer(r.cbs[s]));
   }
-  return recorded_.emplace(shape, std::move(cbs)).first->second;
+  return recorded_.emplace(shape, std::move(r)).first->second.cbs;
 }
 
-void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s) {
+void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s, uint32_t prof) {
   const uint32_t D = hp_.n_embd, N = hp_.head_size, L = hp_.n_layer;
   const uint32_t row_floats = D, layer_floats = (N + 2) * D;
   const uint32_t slot_floats = static_cast<uint32_t>(hp_.state_floats());
-  Kernels::barrier(cb);  // after the previous segment / chunk / state transfer
   if (segment == 0) {
     EmbedArgs e{D,
                 row_bytes(model_.token_embd),
@@ -200,6 +215,7 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
                 w_.vec(model_.emb_norm_b),
                 hp_.ln_eps};
     kernels_.embed(cb, embed_set_, model_.token_embd->type, e, s.T);
+    profiler_.stamp(cb, prof, "embed");
     return;
   }
   if (segment == L + 1) {
@@ -217,9 +233,10 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
                 (L - 1) * layer_floats + (N + 1) * row_floats,
                 hp_.ln_eps};
     kernels_.out_ln(cb, base_set_, o);
+    profiler_.stamp(cb, prof, "out_ln");
     if (s.n_logit > 0) {
       Kernels::barrier(cb);
-      record_mm(cb, head_, s.n_logit);
+      record_mm(cb, head_, s.n_logit, prof);
     }
     if (s.n_out > 0) {
       Kernels::barrier(cb);
@@ -227,6 +244,7 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
                                  {VkDeviceSize{a_.logits} * 4, readback_logits_offset(),
                                   VkDeviceSize{s.n_logit} * hp_.n_vocab * 4}};
       vkCmdCopyBuffer(cb, act_.handle(), readback_.handle(), s.n_logit > 0 ? 2 : 1, regions);
+      profiler_.stamp(cb, prof, "copy out");
     }
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT;
@@ -256,10 +274,11 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
                meta_seq(),
                hp_.ln_eps};
   kernels_.shift(cb, base_set_, tm, s.T);
+  profiler_.stamp(cb, prof, "shift att");
   Kernels::barrier(cb);
-  record_mm(cb, p.first, s.T);
+  record_mm(cb, p.first, s.T, prof);
   Kernels::barrier(cb);
-  record_mm(cb, p.second, s.T);
+  record_mm(cb, p.second, s.T, prof);
   Kernels::barrier(cb);
   WkvArgs wk{D,
              a_.r,
@@ -284,8 +303,9 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
              l == 0 ? 1u : 0u,
              meta_seq()};
   kernels_.wkv(cb, base_set_, wk, hp_.n_head, N, s.B);
+  profiler_.stamp(cb, prof, "wkv");
   Kernels::barrier(cb);
-  record_mm(cb, p.out, s.T);
+  record_mm(cb, p.out, s.T, prof);
   Kernels::barrier(cb);
   ShiftArgs cm{D,
                1,
@@ -304,10 +324,11 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
                meta_seq(),
                hp_.ln_eps};
   kernels_.shift(cb, base_set_, cm, s.T);
+  profiler_.stamp(cb, prof, "shift ffn");
   Kernels::barrier(cb);
-  record_mm(cb, p.fkey, s.T);
+  record_mm(cb, p.fkey, s.T, prof);
   Kernels::barrier(cb);
-  record_mm(cb, p.fval, s.T);
+  record_mm(cb, p.fval, s.T, prof);
 }
 
 }  // namespace rwkvd::engine::vk

@@ -10,12 +10,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/model.h"
 #include "engine/vk/buffer.h"
 #include "engine/vk/commands.h"
 #include "engine/vk/kernels.h"
+#include "engine/vk/profiler.h"
 #include "engine/vk/weights.h"
 
 namespace rwkvd::engine::vk {
@@ -54,11 +56,16 @@ class Forward {
 
   // The shape's command buffers, recorded on first use.
   const std::vector<VkCommandBuffer>& commands(const ForwardShape& shape);
+  // After the shape's command buffers completed: adds their kernel times to the profile
+  // ($RWKVD_VK_PROFILE; nothing otherwise).
+  void collect_profile(const ForwardShape& shape);
+  Profiler& profiler() { return profiler_; }
   // Dispatches recorded for one layer of a decode step (for reports and tests).
   uint32_t dispatches_per_layer() const { return dispatches_per_layer_; }
 
  private:
   struct MmGroup {
+    std::string label;  // for the profile: role and weight type
     GgmlType type;
     VkDescriptorSet set;
     std::vector<MmSlot> slots;
@@ -68,9 +75,15 @@ class Forward {
     std::vector<MmGroup> second;  // LoRA up halves
     std::vector<MmGroup> out, fkey, fval;
   };
-  std::vector<MmGroup> group(const std::vector<std::pair<const GgufTensor*, MmSlot>>& mats);
-  void record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s);
-  void record_mm(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T);
+  struct Recorded {
+    std::vector<VkCommandBuffer> cbs;
+    std::vector<uint32_t> profile;  // profiler recording of each command buffer
+  };
+  std::vector<MmGroup> group(const std::string& role,
+                             const std::vector<std::pair<const GgufTensor*, MmSlot>>& mats);
+  void record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s, uint32_t prof);
+  void record_mm(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T,
+                 uint32_t prof);
 
   Device& dev_;
   WeightStore& w_;
@@ -85,7 +98,8 @@ class Forward {
   std::vector<LayerPlan> layers_;
   std::vector<MmGroup> head_;
   Commands cmds_;
-  std::map<ForwardShape, std::vector<VkCommandBuffer>> recorded_;
+  Profiler profiler_;
+  std::map<ForwardShape, Recorded> recorded_;
   uint32_t dispatches_per_layer_ = 0;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 
 #include "engine/error.h"
 
@@ -9,6 +10,8 @@ namespace rwkvd::engine::vk {
 namespace {
 
 constexpr uint32_t kTokenTile = 8;  // mm.comp TT: tokens per workgroup
+constexpr uint32_t kTileRows = 64, kTileTokens = 64;  // mt.comp BM, BN
+constexpr uint32_t kWkvBlock = 8;   // wkv_sg.comp TB: tokens per block (a multiple of 4)
 
 struct MmPush {
   uint32_t K[4], N[4], x_off[4], y_off[4], mode[4], row_bytes[4];
@@ -23,6 +26,33 @@ uint32_t ceil_div(uint32_t a, uint32_t b) {
   return (a + b - 1) / b;
 }
 
+uint32_t env_u32(const char* name, uint32_t fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? static_cast<uint32_t>(std::strtoul(v, nullptr, 10)) : fallback;
+}
+
+// mv.comp's pieces per lane loaded together: what keeps a short row's loads in flight, bounded
+// by the registers a piece holds (F32 32 words, F16 16, K-quants 8-12, others decoded: 32).
+uint32_t mv_unroll(GgmlType t) {
+  if (const uint32_t u = env_u32("RWKVD_VK_MV_UNROLL", 0); u > 0) return std::min(u, 4u);
+  switch (t) {
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+      return 4;
+    case GgmlType::F16:
+    case GgmlType::BF16:
+    case GgmlType::F32:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+// mv.comp's tokens per workgroup for T tokens: the smallest of 1, 2, 4, 8 that holds them.
+uint32_t mv_tokens(uint32_t T) {
+  return T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : 8;
+}
+
 }  // namespace
 
 std::string weight_type_suffix(GgmlType t) {
@@ -33,10 +63,26 @@ std::string weight_type_suffix(GgmlType t) {
 
 Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   wg_ = std::min<uint32_t>(64, dev.props().limits.maxComputeWorkGroupSize[0]);
+  // Row kernels run one workgroup per token: at batch 1 that workgroup is the whole dispatch,
+  // so it gets many invocations (64 left a 2.9B decode waiting ~90 us per shift on latency).
+  row_wg_ = std::min<uint32_t>(256, dev.props().limits.maxComputeWorkGroupSize[0]);
   // A CPU implementation (lavapipe) pays per workgroup: let each loop over many rows.
   if (dev.props().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
     wg_ = 16;
+    row_wg_ = 16;
+    row_slices_ = false;
     max_row_groups_ = 4;
+  }
+  mt_min_t_ = env_u32("RWKVD_VK_MT_MIN_T", 9);
+  wkv_portable_ = std::getenv("RWKVD_VK_WKV_PORTABLE") != nullptr;
+  // $RWKVD_VK_ROW_SLICES=0|1 overrides the choice (tests run both on lavapipe).
+  if (const char* v = std::getenv("RWKVD_VK_ROW_SLICES"); v != nullptr && *v != '\0') {
+    row_slices_ = *v == '1';
+  }
+  if (dev.features().subgroup_arith) {
+    mv_max_t_ = env_u32("RWKVD_VK_MV_MAX_T", 32);
+    mv_wg_ = std::max(dev.features().subgroup_size, env_u32("RWKVD_VK_MV_WG", wg_));
+    mv_rows_ = std::clamp(env_u32("RWKVD_VK_MV_ROWS", 1), 1u, 4u);
   }
 }
 
@@ -44,11 +90,28 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size) {
   const std::string sg = dev_.features().subgroup_arith ? "_sg" : "";
   for (GgmlType t : types) {
     pipes_.get("mm_" + weight_type_suffix(t) + sg, {wg_, kTokenTile});
-    pipes_.get("embed_" + weight_type_suffix(t), {wg_});
+    pipes_.get("mt_" + weight_type_suffix(t), {});
+    if (mv_max_t_ > 0) {
+      for (uint32_t tt = 1; tt <= std::min(mv_max_t_, 8u); tt *= 2) {
+        pipes_.get("mv_" + weight_type_suffix(t), {mv_wg_, tt, mv_rows_, mv_unroll(t)});
+      }
+    }
+    pipes_.get("embed_" + weight_type_suffix(t), {row_wg_});
   }
-  pipes_.get("shift", {wg_});
-  pipes_.get("out_ln", {wg_});
-  pipes_.get("wkv", {head_size, head_size});
+  pipes_.get("shift", {row_wg_});
+  pipes_.get("out_ln", {row_wg_});
+  if (wkv_sg(head_size)) {
+    pipes_.get("wkv_sg", {4 * head_size, head_size, kWkvBlock});
+  } else {
+    pipes_.get("wkv", {head_size, head_size});
+  }
+}
+
+bool Kernels::wkv_sg(uint32_t head_size) const {
+  const DeviceFeatures& f = dev_.features();
+  return f.subgroup_shuffle && f.subgroup_size <= head_size && 4 * head_size <= 256 &&
+         4 * head_size <= dev_.props().limits.maxComputeWorkGroupSize[0] &&
+         !wkv_portable_;
 }
 
 void Kernels::bind(VkCommandBuffer cb, VkDescriptorSet set, VkPipeline p, const void* pc,
@@ -79,6 +142,24 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     max_n = std::max(max_n, s.N);
   }
   pc.T = T;
+  bool k32 = true;
+  for (const MmSlot& sl : slots) k32 = k32 && sl.K % 32 == 0;
+  if (k32 && T <= mv_max_t_) {
+    const uint32_t tt = mv_tokens(T);
+    bind(cb, set, pipes_.get("mv_" + weight_type_suffix(type), {mv_wg_, tt, mv_rows_, mv_unroll(type)}),
+         &pc, sizeof(pc));
+    const uint32_t rows = mv_wg_ / dev_.features().subgroup_size * mv_rows_;
+    const uint32_t gx = std::min({ceil_div(max_n, rows),
+                                  dev_.props().limits.maxComputeWorkGroupCount[0], max_row_groups_});
+    vkCmdDispatch(cb, gx, ceil_div(T, tt), static_cast<uint32_t>(slots.size()));
+    return;
+  }
+  if (k32 && T > mv_max_t_ && T >= mt_min_t_) {
+    bind(cb, set, pipes_.get("mt_" + weight_type_suffix(type), {}), &pc, sizeof(pc));
+    vkCmdDispatch(cb, ceil_div(max_n, kTileRows), ceil_div(T, kTileTokens),
+                  static_cast<uint32_t>(slots.size()));
+    return;
+  }
   const std::string sg = dev_.features().subgroup_arith ? "_sg" : "";
   bind(cb, set, pipes_.get("mm_" + weight_type_suffix(type) + sg, {wg_, kTokenTile}), &pc,
        sizeof(pc));
@@ -92,13 +173,13 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
 
 void Kernels::embed(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type, const EmbedArgs& a,
                     uint32_t T) {
-  bind(cb, set, pipes_.get("embed_" + weight_type_suffix(type), {wg_}), &a, sizeof(a));
+  bind(cb, set, pipes_.get("embed_" + weight_type_suffix(type), {row_wg_}), &a, sizeof(a));
   vkCmdDispatch(cb, T, 1, 1);
 }
 
 void Kernels::shift(VkCommandBuffer cb, VkDescriptorSet set, const ShiftArgs& a, uint32_t T) {
-  bind(cb, set, pipes_.get("shift", {wg_}), &a, sizeof(a));
-  vkCmdDispatch(cb, T, 1, 1);
+  bind(cb, set, pipes_.get("shift", {row_wg_}), &a, sizeof(a));
+  vkCmdDispatch(cb, T, row_slices_ ? ceil_div(a.D, row_wg_) : 1, 1);
 }
 
 void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& a, uint32_t n_head,
@@ -106,12 +187,16 @@ void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& a, uin
   if (head_size > 256 || (head_size & (head_size - 1)) != 0) {
     throw EngineError("vk wkv: head size must be a power of two <= 256");
   }
-  bind(cb, set, pipes_.get("wkv", {head_size, head_size}), &a, sizeof(a));
+  if (wkv_sg(head_size)) {
+    bind(cb, set, pipes_.get("wkv_sg", {4 * head_size, head_size, kWkvBlock}), &a, sizeof(a));
+  } else {
+    bind(cb, set, pipes_.get("wkv", {head_size, head_size}), &a, sizeof(a));
+  }
   vkCmdDispatch(cb, n_head, n_seq, 1);
 }
 
 void Kernels::out_ln(VkCommandBuffer cb, VkDescriptorSet set, const OutLnArgs& a) {
-  bind(cb, set, pipes_.get("out_ln", {wg_}), &a, sizeof(a));
+  bind(cb, set, pipes_.get("out_ln", {row_wg_}), &a, sizeof(a));
   vkCmdDispatch(cb, std::max(a.n_out, a.n_seq), 1, 1);
 }
 

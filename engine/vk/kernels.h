@@ -68,12 +68,24 @@ class Kernels {
   uint32_t dispatches() const { return dispatches_; }  // recorded so far (for reports/tests)
 
  private:
+  // wkv_sg.comp (shuffles, 4 invocations per state row) rather than the portable wkv.comp;
+  // $RWKVD_VK_WKV_PORTABLE forces the latter.
+  bool wkv_sg(uint32_t head_size) const;
   void bind(VkCommandBuffer cb, VkDescriptorSet set, VkPipeline p, const void* pc, uint32_t size);
   Device& dev_;
   Pipelines& pipes_;
-  uint32_t wg_ = 64;  // workgroup size of the row kernels and the matmul
+  uint32_t wg_ = 64;       // workgroup size of the matmul
+  uint32_t row_wg_ = 256;  // workgroup size of the row kernels (embed, shift, out_ln)
+  bool row_slices_ = true;  // shift spreads a token's channels over D / row_wg_ workgroups
+  bool wkv_portable_ = false;
   uint32_t dispatches_ = 0;
   uint32_t max_row_groups_ = UINT32_MAX;  // most workgroups along the rows of a product
+  // The decode matvec (mv.comp): used for T <= mv_max_t_ when subgroups exist; its workgroup
+  // size and rows per subgroup ($RWKVD_VK_MV_MAX_T, _WG, _ROWS, _UNROLL override them for
+  // tuning).
+  uint32_t mv_max_t_ = 0, mv_wg_ = 64, mv_rows_ = 1;
+  // The tiled product (mt.comp) for T > mv_max_t_ and T >= mt_min_t_ ($RWKVD_VK_MT_MIN_T).
+  uint32_t mt_min_t_ = 9;
 };
 
 // Shader-name suffix of a weight type ("q4_k").

@@ -9,6 +9,15 @@
 #include "engine/vk/vk_check.h"
 
 namespace rwkvd::engine::vk {
+namespace {
+
+std::atomic<UploadObserver*> g_observer{nullptr};
+
+}  // namespace
+
+void Uploader::set_observer(UploadObserver* o) {
+  g_observer = o;
+}
 
 Uploader::Uploader(Device& dev, WeightStore& store, VkDeviceSize staging_bytes)
     : dev_(dev), store_(store), start_(std::chrono::steady_clock::now()) {
@@ -118,6 +127,7 @@ void Uploader::run() {
                                nullptr);
         }
         flush(true, p.segment + 1);
+        if (UploadObserver* o = g_observer.load()) o->uploaded(p.segment);
       }
     }
     for (int i = 0; i < 2; ++i) {
@@ -139,6 +149,11 @@ void Uploader::run() {
 
 void Uploader::wait_segment(uint32_t s) {
   const uint64_t want = uint64_t{s} + 1;
+  if (UploadObserver* o = g_observer.load()) {
+    uint64_t resident = 0;
+    RWKVD_VK(vkGetSemaphoreCounterValue(dev_.device(), timeline_, &resident));
+    o->waiting(s, resident);
+  }
   for (;;) {
     {
       std::lock_guard<std::mutex> lock(err_mu_);

@@ -19,6 +19,18 @@
 
 namespace rwkvd::engine::vk {
 
+// Test hook (null outside tests): sees the upload from both sides, so a test can hold the upload
+// thread after a chosen segment and observe what a forward does meanwhile. Process-wide, because
+// the uploader lives inside the backend.
+class UploadObserver {
+ public:
+  virtual ~UploadObserver() = default;
+  // On the upload thread, after segment `s`'s copies and its signal were submitted.
+  virtual void uploaded(uint32_t s) = 0;
+  // In wait_segment(s), before waiting; `resident` = segments whose copies have completed.
+  virtual void waiting(uint32_t s, uint64_t resident) = 0;
+};
+
 class Uploader {
  public:
   // Starts uploading at once. `staging_bytes` bounds the pinned host memory used.
@@ -34,6 +46,8 @@ class Uploader {
   // Seconds from construction until everything was resident (negative until then).
   double resident_seconds() const { return resident_s_.load(); }
   VkSemaphore timeline() const { return timeline_; }
+  // Installs (or clears, with nullptr) the observer of every uploader; the caller keeps it alive.
+  static void set_observer(UploadObserver* o);
 
  private:
   void run();

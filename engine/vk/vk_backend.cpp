@@ -156,6 +156,7 @@ class VkBackendImpl final : public VkBackend {
   // Runs the next chunk of the batch; false when nothing was left.
   bool run_chunk(std::span<const SequenceInput> batch, std::vector<size_t>& done,
                  std::vector<Tensor>& out) {
+    const auto t_start = Clock::now();
     const uint32_t cap = forward_->token_cap();
     std::vector<Part> parts;
     uint32_t T = 0;
@@ -219,7 +220,10 @@ class VkBackendImpl final : public VkBackend {
         submit(*dev_, {&cbs[s], 1}, s + 1 == cbs.size() ? fence_ : VK_NULL_HANDLE);
       }
     }
+    const auto t_submitted = Clock::now();
     RWKVD_VK(vkWaitForFences(dev_->device(), 1, &fence_, VK_TRUE, UINT64_MAX));
+    const auto t_done = Clock::now();
+    forward_->collect_profile(shape);
 
     if (!rows.empty()) {
       Buffer& rb = forward_->readback();
@@ -238,6 +242,12 @@ class VkBackendImpl final : public VkBackend {
       }
     }
     for (const Part& p : parts) done[p.seq] += p.n;
+    if (Profiler& prof = forward_->profiler(); prof.enabled()) {
+      const auto us = [](auto d) { return std::chrono::duration<double, std::micro>(d).count(); };
+      prof.host(T, "prepare + submit", us(t_submitted - t_start));
+      prof.host(T, "wait for the GPU", us(t_done - t_submitted));
+      prof.host(T, "copy outputs", us(Clock::now() - t_done));
+    }
     return true;
   }
 

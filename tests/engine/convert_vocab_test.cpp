@@ -1,4 +1,4 @@
-// Token escaping and the vocab metadata the converter writes, against llama.cpp's converter.
+// The vocab metadata the converter writes, against llama.cpp's converter.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -11,18 +11,6 @@
 
 namespace rwkvd::engine::convert {
 namespace {
-
-// Python's repr(bytes)[2:-1], case by case.
-TEST(ConvertVocab, EscapesLikePythonRepr) {
-  EXPECT_EQ(escape_token("abc"), "abc");
-  EXPECT_EQ(escape_token("\\"), "\\\\");
-  EXPECT_EQ(escape_token("\t\n\r"), "\\t\\n\\r");
-  EXPECT_EQ(escape_token(std::string("\x00\x1f\x7f\x80\xff", 5)), "\\x00\\x1f\\x7f\\x80\\xff");
-  EXPECT_EQ(escape_token("'"), "'");                           // repr picks double quotes: b"'"
-  EXPECT_EQ(escape_token("\""), "\"");                         // b'"'
-  EXPECT_EQ(escape_token("'\""), "\\'\"");                     // both: single quotes, ' escaped
-  EXPECT_EQ(escape_token("\xe4\xbd\xa0"), "\\xe4\\xbd\\xa0");  // UTF-8 stays bytes
-}
 
 TEST(ConvertVocab, ByteVocabMatchesFixture) {
   RWKVD_FIXTURE(path, "rwkv7/tiny-rwkv7-834K.f32.gguf");

@@ -4,20 +4,17 @@
 #include <cstdio>
 
 #include "engine/backend.h"
-#include "engine/error.h"
+#include "tests/support/backend_checks.h"
 #include "tests/support/compare.h"
+#include "tests/support/fixture_bounds.h"
 #include "tests/support/fixtures.h"
 
 namespace rwkvd::engine {
 namespace {
 
 using test::compare_rows;
-
-std::vector<float> run_one(Backend& b, std::span<const int32_t> toks, OutputMode mode) {
-  b.reset_state(0);
-  const SequenceInput in{0, toks, mode};
-  return b.run({&in, 1})[0].data;
-}
+using test::long_prompt;
+using test::run_one;
 
 std::unique_ptr<Backend> cpu(const std::filesystem::path& p, uint32_t chunk = 256,
                              uint32_t slots = 1) {
@@ -42,8 +39,8 @@ TEST(CpuForward, TinyMatchesPytorchLogits) {
   for (const char* variant : {"f32", "f16"}) {
     auto b = cpu(test::fixtures_root() / "rwkv7" /
                  (std::string("tiny-rwkv7-834K.") + variant + ".gguf"));
-    const auto d = compare_rows(run_one(*b, toks, OutputMode::kLastLogits),
-                                test::read_f32_file(ref), 256);
+    const auto d =
+        compare_rows(run_one(*b, toks, OutputMode::kLastLogits), test::read_f32_file(ref), 256);
     std::printf("tiny %s vs PyTorch: %s\n", variant, d.str().c_str());
     EXPECT_LT(d.max_abs, kTinyTol) << variant;
   }
@@ -51,20 +48,18 @@ TEST(CpuForward, TinyMatchesPytorchLogits) {
 
 TEST(CpuForward, TinyText200MatchesLlamaAllPositions) {
   RWKVD_FIXTURE(prompt, "rwkv7/tiny-rwkv7-834K.text200.txt");
-  const std::string text = test::read_text_file(prompt);
-  std::vector<int32_t> toks(text.begin(), text.end());
-  for (auto& t : toks) t = static_cast<uint8_t>(t);
+  const auto toks = test::text200_tokens();
   for (const std::string variant : {"f32", "f16"}) {
     const auto dir = test::fixtures_root() / "rwkv7";
     auto b = cpu(dir / ("tiny-rwkv7-834K." + variant + ".gguf"), 64);
-    const auto lg = compare_rows(run_one(*b, toks, OutputMode::kAllLogits),
-                                 test::read_f32_file(dir / ("tiny-rwkv7-834K." + variant +
-                                                            ".text200.llama.logits.f32.bin")),
-                                 256);
-    const auto em = compare_rows(run_one(*b, toks, OutputMode::kAllEmbeddings),
-                                 test::read_f32_file(dir / ("tiny-rwkv7-834K." + variant +
-                                                            ".text200.llama.embd.f32.bin")),
-                                 64);
+    const auto lg = compare_rows(
+        run_one(*b, toks, OutputMode::kAllLogits),
+        test::read_f32_file(dir / ("tiny-rwkv7-834K." + variant + ".text200.llama.logits.f32.bin")),
+        256);
+    const auto em = compare_rows(
+        run_one(*b, toks, OutputMode::kAllEmbeddings),
+        test::read_f32_file(dir / ("tiny-rwkv7-834K." + variant + ".text200.llama.embd.f32.bin")),
+        64);
     std::printf("tiny %s text200 logits: %s\n  embd: %s\n", variant.c_str(), lg.str().c_str(),
                 em.str().c_str());
     EXPECT_LT(lg.max_abs, kTinyTol);
@@ -72,150 +67,57 @@ TEST(CpuForward, TinyText200MatchesLlamaAllPositions) {
   }
 }
 
-// Quantized files: llama.cpp quantizes activations to Q8 where it multiplies by quantized
-// weights and we keep them float32, so we must not expect its bits. Our difference from
-// llama.cpp's output for a variant must stay below that variant's own difference from F32
-// (the README's table; embeddings from manifest.json), and every position must correlate at
-// least as well as the README's lowest per-position correlation of the variant with F32.
-struct Variant {
-  const char* name;
-  double logits_max, logits_mean, embd_max, embd_mean, min_pearson;
-};
-constexpr Variant kVariants[] = {
-    {"f32", kSyntheticTol, 2e-6, kSyntheticTol, 2e-6, 0.99999},
-    {"f16", kSyntheticTol, 2e-6, kSyntheticTol, 2e-6, 0.99999},
-    {"q8_0", 0.4997, 0.0521, 0.1628, 0.0162, 0.9986},
-    {"q6_k", 0.8286, 0.1345, 0.2961, 0.0421, 0.9975},
-    {"q5_k_m", 1.5011, 0.2490, 0.4958, 0.0812, 0.9907},
-    {"q4_k_m", 3.0199, 0.4738, 1.0367, 0.1563, 0.9647},
-    {"q4_0", 3.2018, 0.5579, 0.9435, 0.1844, 0.9606},
-};
+using test::VariantBounds;
 
-void PrintTo(const Variant& v, std::ostream* os) { *os << v.name; }
-
-class SyntheticA : public ::testing::TestWithParam<Variant> {};
+class SyntheticA : public ::testing::TestWithParam<VariantBounds> {};
 
 TEST_P(SyntheticA, MatchesLlamaLogitsAndEmbeddingsEveryPosition) {
-  const Variant v = GetParam();
+  const VariantBounds v = GetParam();
   const std::string stem = std::string("synthetic-A.") + v.name;
   RWKVD_FIXTURE(model, "rwkv7/" + stem + ".gguf");
   const auto dir = test::fixtures_root() / "rwkv7";
   const auto toks = test::manifest_tokens(stem + ".seq64.llama.logits.f32.bin");
   auto b = cpu(model, 16);
-  const auto lg = compare_rows(run_one(*b, toks, OutputMode::kAllLogits),
-                               test::read_f32_file(dir / (stem + ".seq64.llama.logits.f32.bin")),
-                               1024);
-  const auto em = compare_rows(run_one(*b, toks, OutputMode::kAllEmbeddings),
-                               test::read_f32_file(dir / (stem + ".seq64.llama.embd.f32.bin")),
-                               256);
+  const auto lg =
+      compare_rows(run_one(*b, toks, OutputMode::kAllLogits),
+                   test::read_f32_file(dir / (stem + ".seq64.llama.logits.f32.bin")), 1024);
+  const auto em =
+      compare_rows(run_one(*b, toks, OutputMode::kAllEmbeddings),
+                   test::read_f32_file(dir / (stem + ".seq64.llama.embd.f32.bin")), 256);
   std::printf("%s logits: %s\n  embd: %s\n", stem.c_str(), lg.str().c_str(), em.str().c_str());
-  EXPECT_LT(lg.max_abs, v.logits_max);
-  EXPECT_LT(lg.mean_abs, v.logits_mean);
-  EXPECT_GE(lg.min_row_pearson, v.min_pearson);
-  EXPECT_LT(em.max_abs, v.embd_max);
-  EXPECT_LT(em.mean_abs, v.embd_mean);
-  EXPECT_GE(em.min_row_pearson, v.min_pearson);
+  test::expect_within(v, lg, em);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllVariants, SyntheticA, ::testing::ValuesIn(kVariants),
+INSTANTIATE_TEST_SUITE_P(AllVariants, SyntheticA,
+                         ::testing::ValuesIn(test::synthetic_a_bounds(kSyntheticTol, 2e-6)),
                          [](const auto& p) { return std::string(p.param.name); });
 
 // Chunking and batching change only the order of float additions.
 constexpr double kReorderTol = 1e-5;
 
-std::vector<int32_t> long_prompt(size_t n, uint32_t vocab) {
-  std::vector<int32_t> t(n);
-  uint64_t x = 12345;
-  for (auto& v : t) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    v = static_cast<int32_t>((x >> 33) % vocab);
-  }
-  return t;
-}
-
 TEST(CpuForward, AnyChunkSizeGivesTheSameResult) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q4_0.gguf");
-  const auto toks = long_prompt(300, 1024);
-  std::vector<float> ref;
-  for (uint32_t chunk : {1u, 7u, 64u, 256u}) {
-    auto b = cpu(model, chunk);
-    auto out = run_one(*b, toks, OutputMode::kAllLogits);
-    std::vector<float> state(b->hparams().state_floats());
-    b->read_state(0, state);
-    out.insert(out.end(), state.begin(), state.end());
-    if (ref.empty()) {
-      ref = out;
-      continue;
-    }
-    const auto d = compare_rows(out, ref, 256);  // logits rows then the state
-    EXPECT_LT(d.max_abs, kReorderTol) << "chunk " << chunk << ": " << d.str();
-  }
+  test::expect_same_for_any_chunk([&](uint32_t chunk) { return cpu(model, chunk); },
+                                  long_prompt(300, 1024), {1u, 7u, 64u, 256u}, kReorderTol);
 }
 
 TEST(CpuForward, BatchEqualsSequencesAlone) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q8_0.gguf");
-  const size_t lens[4] = {1, 17, 64, 5};
-  const OutputMode modes[4] = {OutputMode::kLastLogits, OutputMode::kAllEmbeddings,
-                               OutputMode::kAllLogits, OutputMode::kLastEmbedding};
-  std::vector<std::vector<int32_t>> seqs;
-  for (size_t i = 0; i < 4; ++i) seqs.push_back(long_prompt(lens[i] + 100 * i, 1024));
-  for (size_t i = 0; i < 4; ++i) seqs[i].resize(lens[i]);
   auto b = cpu(model, 8, 4);
-  std::vector<SequenceInput> batch;
-  for (uint32_t i = 0; i < 4; ++i) batch.push_back({i, seqs[i], modes[i]});
-  const auto together = b->run(batch);
-  auto alone = cpu(model, 8, 1);
-  for (size_t i = 0; i < 4; ++i) {
-    const auto single = run_one(*alone, seqs[i], modes[i]);
-    const int64_t width = static_cast<int64_t>(together[i].shape.back());
-    const auto d = compare_rows(together[i].data, single, width);
-    EXPECT_LT(d.max_abs, kReorderTol) << "sequence " << i << ": " << d.str();
-    std::vector<float> s_batch(b->hparams().state_floats()), s_alone(s_batch.size());
-    b->read_state(static_cast<uint32_t>(i), s_batch);
-    alone->read_state(0, s_alone);
-    EXPECT_LT(compare_rows(s_batch, s_alone, 256).max_abs, kReorderTol) << "state " << i;
-  }
+  test::expect_batch_equals_alone(*b, {1, 17, 64, 5}, kReorderTol);
 }
 
 TEST(CpuForward, StateRoundTripContinuesExactly) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.f32.gguf");
-  const auto toks = long_prompt(40, 1024);
-  const std::span<const int32_t> all(toks), head = all.first(25), tail = all.subspan(25);
   auto b = cpu(model, 256, 3);
-  const auto full = run_one(*b, all, OutputMode::kLastLogits);
-
-  run_one(*b, head, OutputMode::kNone);
-  std::vector<float> state(b->hparams().state_floats());
-  b->read_state(0, state);
-  b->reset_state(0);
-  b->write_state(2, state);
-  b->copy_state(2, 1);
-  const SequenceInput cont{1, tail, OutputMode::kLastLogits};
-  const auto resumed = b->run({&cont, 1})[0].data;
-  // The same float operations in the same order: bit-identical.
-  EXPECT_EQ(resumed, full);
+  const auto state = test::expect_state_round_trip_exact(*b, long_prompt(40, 1024), 25);
   EXPECT_EQ(state.size(), 3u * (64 + 2) * 256);
 }
 
 TEST(CpuForward, RejectsBadInputWithoutTouchingState) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.f32.gguf");
   auto b = cpu(model, 256, 2);
-  const std::vector<int32_t> good{1, 2, 3}, bad{1, 1024, 3}, neg{-1};
-  std::vector<float> before(b->hparams().state_floats()), after(before.size());
-  run_one(*b, good, OutputMode::kNone);
-  b->read_state(0, before);
-  const SequenceInput in_bad{0, bad, OutputMode::kLastLogits};
-  EXPECT_THROW(b->run({&in_bad, 1}), EngineError);
-  const SequenceInput in_neg{0, neg, OutputMode::kLastLogits};
-  EXPECT_THROW(b->run({&in_neg, 1}), EngineError);
-  const SequenceInput in_slot{7, good, OutputMode::kLastLogits};
-  EXPECT_THROW(b->run({&in_slot, 1}), EngineError);
-  const SequenceInput twice[2] = {{1, good, OutputMode::kNone}, {1, good, OutputMode::kNone}};
-  EXPECT_THROW(b->run(twice), EngineError);
-  b->read_state(0, after);
-  EXPECT_EQ(before, after);
-  std::vector<float> wrong(10);
-  EXPECT_THROW(b->write_state(0, wrong), EngineError);
+  test::expect_rejects_bad_input(*b);
 }
 
 }  // namespace

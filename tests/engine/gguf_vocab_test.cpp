@@ -18,7 +18,7 @@ using test::byte_tokens;
 using test::error_of;
 std::vector<std::string> escaped(const std::vector<std::string>& raw) {
   std::vector<std::string> out;
-  for (const auto& t : raw) out.push_back(test::escape_like_python_repr(t));
+  for (const auto& t : raw) out.push_back(escape_gguf_token(t));
   return out;
 }
 
@@ -39,6 +39,20 @@ class GgufVocab : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
+// Python's repr(bytes)[2:-1], case by case (what llama.cpp's converter writes).
+TEST(GgufTokenEscape, EscapesLikePythonRepr) {
+  EXPECT_EQ(escape_gguf_token("abc"), "abc");
+  EXPECT_EQ(escape_gguf_token(" hello~"), " hello~");
+  EXPECT_EQ(escape_gguf_token(""), "");
+  EXPECT_EQ(escape_gguf_token("\\"), "\\\\");
+  EXPECT_EQ(escape_gguf_token("\t\n\r"), "\\t\\n\\r");
+  EXPECT_EQ(escape_gguf_token(std::string("\x00\x1f\x7f\x80\xff", 5)), "\\x00\\x1f\\x7f\\x80\\xff");
+  EXPECT_EQ(escape_gguf_token("'"), "'");        // repr picks double quotes: b"'"
+  EXPECT_EQ(escape_gguf_token("\""), "\"");      // b'"'
+  EXPECT_EQ(escape_gguf_token("'\""), "\\'\"");  // both: single quotes, ' escaped
+  EXPECT_EQ(escape_gguf_token("\xe4\xbd\xa0"), "\\xe4\\xbd\\xa0");  // UTF-8 stays bytes
+}
+
 TEST(GgufTokenEscape, UnescapesLlamaCppForms) {
   EXPECT_EQ(unescape_gguf_token("abc"), "abc");
   EXPECT_EQ(unescape_gguf_token(R"(\t\n\r)"), "\t\n\r");
@@ -54,16 +68,16 @@ TEST(GgufTokenEscape, RejectsWhatLlamaCppWouldMisread) {
   }
 }
 
-TEST(GgufTokenEscape, RoundTripsPythonReprOfAnyBytes) {
+TEST(GgufTokenEscape, UnescapeInvertsEscapeForAnyBytes) {
   std::mt19937 rng(7);
   for (int b = 0; b < 256; ++b) {
     const std::string s(1, static_cast<char>(b));
-    ASSERT_EQ(unescape_gguf_token(test::escape_like_python_repr(s)), s) << b;
+    ASSERT_EQ(unescape_gguf_token(escape_gguf_token(s)), s) << b;
   }
   for (int round = 0; round < 1000; ++round) {
     std::string s(rng() % 12, '\0');
     for (char& c : s) c = static_cast<char>(rng() % 4 == 0 ? "'\"\\"[rng() % 3] : rng() & 0xFF);
-    ASSERT_EQ(unescape_gguf_token(test::escape_like_python_repr(s)), s);
+    ASSERT_EQ(unescape_gguf_token(escape_gguf_token(s)), s);
   }
 }
 

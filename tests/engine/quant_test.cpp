@@ -181,13 +181,23 @@ TEST(Half, Bf16) {
 
 // ---- round trips ---------------------------------------------------------------------------
 
-std::vector<float> round_trip(GgmlType type, const std::vector<float>& x) {
+// x quantized (q, whose blocks the bound tests read) and dequantized again (y).
+struct Coded {
+  std::vector<std::byte> q;
+  std::vector<float> y;
+};
+
+Coded code(GgmlType type, const std::vector<float>& x) {
   const auto n = static_cast<int64_t>(x.size());
-  std::vector<std::byte> q(*ggml_row_bytes(type, static_cast<uint64_t>(n)));
-  quantize(type, x.data(), q.data(), n);
-  std::vector<float> y(x.size());
-  dequantize(type, q.data(), y.data(), n);
-  return y;
+  Coded c{std::vector<std::byte>(*ggml_row_bytes(type, static_cast<uint64_t>(n))),
+          std::vector<float>(x.size())};
+  quantize(type, x.data(), c.q.data(), n);
+  dequantize(type, c.q.data(), c.y.data(), n);
+  return c;
+}
+
+std::vector<float> round_trip(GgmlType type, const std::vector<float>& x) {
+  return code(type, x).y;
 }
 
 // Test data: each element count is a multiple of 256, so every type can take every set.
@@ -262,10 +272,7 @@ TEST(QuantRoundTrip, SymmetricLegacyTypesStayWithinHalfAStep) {
   for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0}) {
     const auto& traits = ggml_traits(type);
     for (const auto& set : data_sets()) {
-      std::vector<std::byte> q(*ggml_row_bytes(type, set.x.size()));
-      quantize(type, set.x, q);
-      std::vector<float> y(set.x.size());
-      dequantize(type, q, y);
+      const auto [q, y] = code(type, set.x);
       double step_sq = 0;
       for (size_t b = 0; b < set.x.size() / 32; ++b) {
         uint16_t dh;
@@ -289,10 +296,7 @@ TEST(QuantRoundTrip, AffineLegacyTypesStayWithinHalfAStep) {
   for (GgmlType type : {GgmlType::Q4_1, GgmlType::Q5_1}) {
     const auto& traits = ggml_traits(type);
     for (const auto& set : data_sets()) {
-      std::vector<std::byte> q(*ggml_row_bytes(type, set.x.size()));
-      quantize(type, set.x, q);
-      std::vector<float> y(set.x.size());
-      dequantize(type, q, y);
+      const auto [q, y] = code(type, set.x);
       for (size_t b = 0; b < set.x.size() / 32; ++b) {
         uint16_t dm[2];
         std::memcpy(dm, q.data() + b * traits.block_bytes, 4);
@@ -344,10 +348,7 @@ TEST(QuantRoundTrip, KQuantBounds) {
   for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     const auto& traits = ggml_traits(type);
     for (const auto& set : data_sets()) {
-      std::vector<std::byte> q(*ggml_row_bytes(type, set.x.size()));
-      quantize(type, set.x, q);
-      std::vector<float> y(set.x.size());
-      dequantize(type, q, y);
+      const auto [q, y] = code(type, set.x);
       double step_sq = 0, err_sq = 0, worst = 0;
       for (const auto& s : k_steps(type, q, set.x.size())) {
         step_sq += s.step * s.step * s.count;

@@ -7,6 +7,7 @@
 
 #include "engine/error.h"
 #include "engine/gguf.h"
+#include "engine/gguf_vocab.h"
 #include "engine/tokenizer.h"
 #include "tests/engine/world_fixtures.h"
 #include "tests/support/fixtures.h"
@@ -27,7 +28,7 @@ std::filesystem::path write_world_gguf(const WorldTokenizer& vocab) {
   std::vector<int32_t> types{3};
   for (uint32_t id = 1; id < kWorldRows; ++id) {
     if (id < vocab.vocab_size()) {
-      tokens.push_back(test::escape_like_python_repr(vocab.token_bytes(static_cast<int32_t>(id))));
+      tokens.push_back(escape_gguf_token(vocab.token_bytes(static_cast<int32_t>(id))));
       types.push_back(1);
     } else {
       tokens.push_back("[PAD" + std::to_string(id) + "]");

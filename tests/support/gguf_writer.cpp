@@ -72,34 +72,6 @@ void GgufWriter::write(const std::filesystem::path& path) const {
   if (!out) throw std::runtime_error("cannot write " + path.string());
 }
 
-std::string escape_like_python_repr(std::string_view bytes) {
-  const bool has_single = bytes.find('\'') != std::string_view::npos;
-  const bool has_double = bytes.find('"') != std::string_view::npos;
-  const char quote = has_single && !has_double ? '"' : '\'';
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (char c : bytes) {
-    const auto b = static_cast<unsigned char>(c);
-    if (c == quote || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (b < 0x20 || b >= 0x7F) {
-      out += "\\x";
-      out += kHex[b >> 4];
-      out += kHex[b & 15];
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 std::filesystem::path make_temp_dir(std::string_view tag) {
   static std::atomic<int> counter{0};
   const auto dir = std::filesystem::temp_directory_path() /

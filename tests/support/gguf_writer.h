@@ -28,10 +28,6 @@ class GgufWriter {
   uint64_t n_kv_ = 0;
 };
 
-// What llama.cpp's converter writes for a token: Python's repr(bytes)[2:-1], including its choice
-// of quote (a `'` is escaped only when the bytes also contain a `"`).
-std::string escape_like_python_repr(std::string_view bytes);
-
 // A fresh empty directory for one test's files, removed by the caller or left in /tmp.
 std::filesystem::path make_temp_dir(std::string_view tag);
 

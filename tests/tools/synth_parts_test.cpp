@@ -7,7 +7,6 @@
 
 #include "engine/error.h"
 #include "engine/gguf.h"
-#include "engine/gguf_vocab.h"
 #include "engine/quant/dequant.h"
 #include "tests/support/fixtures.h"
 #include "tools/synth/config.h"
@@ -68,30 +67,6 @@ TEST(SynthRng, DeterministicAndRoughlyNormal) {
   }
   EXPECT_NEAR(sum / n, 0.0, 0.01);
   EXPECT_NEAR(sq / n, 1.0, 0.01);
-}
-
-TEST(SynthVocab, EscapesLikePythonBytesRepr) {
-  EXPECT_EQ(escape_token(std::string(1, '\0')), "\\x00");
-  EXPECT_EQ(escape_token("\n\n"), "\\n\\n");
-  EXPECT_EQ(escape_token("\t\r"), "\\t\\r");
-  EXPECT_EQ(escape_token("\\"), "\\\\");
-  EXPECT_EQ(escape_token("'"), "'");        // repr(b"'") == b"'" : double-quoted
-  EXPECT_EQ(escape_token("\""), "\"");      // repr(b'"') == b'"'
-  EXPECT_EQ(escape_token("'\""), "\\'\"");  // both: single-quoted, ' escaped
-  EXPECT_EQ(escape_token("\x7f\x80\xff"), "\\x7f\\x80\\xff");
-  EXPECT_EQ(escape_token(" hello~"), " hello~");
-  EXPECT_EQ(escape_token("\xe4\xbd\xa0"), "\\xe4\\xbd\\xa0");  // UTF-8 is escaped bytewise
-}
-
-// What synth escapes, the engine's GGUF vocab reader (llama.cpp's rules) unescapes exactly.
-TEST(SynthVocab, EscapingRoundTripsThroughTheEngineReader) {
-  for (int b = 0; b < 256; ++b) {
-    const std::string s(1, static_cast<char>(b));
-    ASSERT_EQ(engine::unescape_gguf_token(escape_token(s)), s) << b;
-  }
-  for (const std::string s : {"'\"", "a\\'b", "\\x41", "\n\n", "\xe4\xbd\xa0 ok", "\"q\""}) {
-    EXPECT_EQ(engine::unescape_gguf_token(escape_token(s)), s) << s;
-  }
 }
 
 TEST(SynthVocab, GeneratedTokensAreBytesThenUniqueNgrams) {

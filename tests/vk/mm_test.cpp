@@ -100,12 +100,23 @@ float apply(MmMode m, float y, float prev) {
   }
 }
 
+void check_product(GgmlType type, uint32_t T);
+
 class VkMatmul : public ::testing::TestWithParam<GgmlType> {};
 
+// T = 1, 3 and 11 run the decode matvec (mv.comp) where subgroups exist (else mm.comp, and the
+// tiled mt.comp from 9 tokens); 70 (two 64-token tiles) runs mt.comp.
 TEST_P(VkMatmul, MatchesDequantizedCpuProductEveryEpilogue) {
-  const GgmlType type = GetParam();
-  const uint32_t K = 512, T = 11;
-  const uint32_t Ns[4] = {24, 7, 16, 9};
+  for (const uint32_t T : {1u, 3u, 11u, 70u}) {
+    SCOPED_TRACE("T = " + std::to_string(T));
+    check_product(GetParam(), T);
+    if (HasFatalFailure() || IsSkipped()) return;
+  }
+}
+
+void check_product(GgmlType type, uint32_t T) {
+  const uint32_t K = 512;
+  const uint32_t Ns[4] = {24, 7, 100, 9};  // 100: two of mt.comp's 64-row tiles
   const MmMode modes[2][4] = {{MmMode::kStore, MmMode::kAdd, MmMode::kTanh, MmMode::kSigmoid},
                               {MmMode::kReluSq, MmMode::kStore, MmMode::kAdd, MmMode::kStore}};
   std::vector<std::byte> w[4];

@@ -2,6 +2,7 @@
 // straightforward CPU loops on random data.
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "tests/vk/vk_harness.h"
 
@@ -59,10 +60,23 @@ TEST(VkRowKernels, EmbedIsRowThenLayerNorm) {
 namespace rwkvd::test {
 namespace {
 
+void check_shift();
+
 // Two sequences (slots 1 and 0) of 3 and 2 tokens: LayerNorm, token shift from the slot's row
 // at each sequence's first position and from the previous token after, six lerps, the saved
 // xn, and the commit of another buffer's last-token row into the state.
 TEST(VkRowKernels, ShiftNormsShiftsLerpsAndCommits) {
+  // One workgroup per token (CPU devices) and a token's channels spread over several (GPUs).
+  for (const char* slices : {"0", "1"}) {
+    SCOPED_TRACE(std::string("RWKVD_VK_ROW_SLICES=") + slices);
+    setenv("RWKVD_VK_ROW_SLICES", slices, 1);
+    check_shift();
+    unsetenv("RWKVD_VK_ROW_SLICES");
+    if (HasFatalFailure()) return;
+  }
+}
+
+void check_shift() {
   VkRig rig;
   const uint64_t errors = Device::validation_errors();
   const uint32_t D = 96, T = 5, slot_floats = 4 * D, state_row = D, commit_row = 3 * D;

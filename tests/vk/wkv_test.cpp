@@ -1,8 +1,9 @@
-// The WKV-7 kernel (shaders/wkv.comp) against a CPU loop over the README's per-token math:
+// The WKV-7 kernels (shaders/wkv_sg.comp and the portable wkv.comp) against a CPU loop over the README's per-token math:
 // two heads, two sequences of different lengths in swapped slots, a random starting state in
 // the docs/STATE_LAYOUT.md layout, with and without the value residual (layer 0 or not).
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "tests/vk/vk_harness.h"
 
@@ -16,10 +17,17 @@ float sigm(float x) {
 }
 
 TEST(VkWkv, MatchesCpuRecurrence) {
-  const uint32_t H = 2, N = 64, D = H * N, T = 7, layer_floats = (N + 2) * D;
-  const uint32_t seq_slot[2] = {1, 0}, seq_first[2] = {0, 3}, seq_n[2] = {3, 4};
-  for (const uint32_t layer0 : {0u, 1u}) {
+  // 12 tokens span two of wkv_sg's 8-token blocks, the second one partial.
+  const uint32_t H = 2, N = 64, D = H * N, T = 15, layer_floats = (N + 2) * D;
+  const uint32_t seq_slot[2] = {1, 0}, seq_first[2] = {0, 3}, seq_n[2] = {3, 12};
+  for (const uint32_t run : {0u, 1u, 2u, 3u}) {
+    const uint32_t layer0 = run & 1u;
+    const bool portable = run >= 2;
+    SCOPED_TRACE(std::string(portable ? "wkv.comp" : "wkv_sg.comp (where supported)") +
+                 " layer0 " + std::to_string(layer0));
+    if (portable) setenv("RWKVD_VK_WKV_PORTABLE", "1", 1);
     VkRig rig;
+    unsetenv("RWKVD_VK_WKV_PORTABLE");
     const uint64_t errors = Device::validation_errors();
     rig.make(rig.meta, 4 * T + 8);
     auto* meta = rig.ptr<uint32_t>(rig.meta);

@@ -1,39 +1,11 @@
 #include "tools/synth/vocab.h"
 
 #include "engine/error.h"
+#include "engine/gguf_vocab.h"
 #include "engine/vocab_file.h"
 
 namespace rwkvd::tools::synth {
 using engine::EngineError;
-
-std::string escape_token(std::string_view bytes) {
-  const bool has_single = bytes.find('\'') != std::string_view::npos;
-  const bool has_double = bytes.find('"') != std::string_view::npos;
-  const char quote = has_single && !has_double ? '"' : '\'';
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size());
-  for (char ch : bytes) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '\\' || c == static_cast<unsigned char>(quote)) {
-      out += '\\';
-      out += ch;
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c < 0x20 || c >= 0x7f) {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
 
 std::vector<std::string> read_world_vocab(const std::string& path) {
   // The engine's reader (shared with the tokenizer) parses and checks every line; index 0 is
@@ -92,7 +64,7 @@ Vocab make_vocab(uint32_t n_vocab, const std::optional<std::string>& world_vocab
   }
   for (uint32_t id = 1; id < n_vocab; ++id) {
     if (id - 1 < bytes.size()) {
-      v.tokens.push_back(escape_token(bytes[id - 1]));
+      v.tokens.push_back(engine::escape_gguf_token(bytes[id - 1]));
       v.types.push_back(kTokenNormal);
     } else {
       v.tokens.push_back("[PAD" + std::to_string(id) + "]");

@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 namespace rwkvd::tools::synth {
@@ -19,11 +18,6 @@ struct Vocab {
   std::vector<int32_t> types;
   bool world = false;  // from rwkv_vocab_v20230424.txt: adds chat template and EOT
 };
-
-// Python's repr(bytes)[2:-1], which is what the converter writes and what llama.cpp unescapes:
-// \\, \t, \n, \r, \xhh (lowercase) for other bytes outside 0x20..0x7e, and the quote that
-// repr would use escaped ("'" unless the bytes hold ' and no ").
-std::string escape_token(std::string_view bytes);
 
 // The raw bytes of each line of rwkv_vocab_v20230424.txt ("<id> <python literal> <length>"),
 // index 0 = id 1 (engine/vocab_file.h parses them). Throws EngineError naming the file (and

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs ON the device machine from the repo root (prepare with scripts/bench-device):
+#   bash .gl/device-profile.sh "MODELS" "VARIANTS" [REPEATS]
+# MODELS: preset:type words (e.g. "2.9b:q4_k_m 0.1b:q4_k_m"). VARIANTS: name=ENV=V,ENV=V words
+# (e.g. "new=RWKVD_VK_MV_MAX_T=32 old=RWKVD_VK_MV_MAX_T=0"; "base=" for no change). For each
+# model and variant, `rwkvd bench --parts engine` runs with RWKVD_VK_PROFILE, so
+# $OUT/profile.tar.gz gets the engine figures (JSON, markdown) and the per-kernel GPU time table of every variant.
+set -uo pipefail
+models=${1:-"0.1b:q4_k_m"}
+variants=${2:-"base="}
+repeats=${3:-2}
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+export LD_LIBRARY_PATH=$PWD/.gl/lib
+res=/tmp/profile
+mkdir -p "$res" /tmp/models
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$res/gpu.csv" 2>&1
+for mt in $models; do
+  p=${mt%%:*} t=${mt##*:}
+  m=/tmp/models/rwkv7-$p-$t.gguf
+  [[ -f $m ]] || .gl/rwkvd synth --preset "$p" --type "$t" --seed 1 --out "$m" \
+    --vocab-file .gl/rwkv_vocab_v20230424.txt 2>"$res/synth-$p-$t.log"
+  for v in $variants; do
+    name=${v%%=*} envs=${v#*=}
+    tag=$p-$t-$name
+    (
+      IFS=, && for kv in $envs; do [[ -n $kv ]] && export "${kv?}"; done
+      RWKVD_VK_PROFILE=$res/kernels-$tag.md timeout "${BENCH_TIMEOUT:-300}" .gl/rwkvd bench \
+        --model "$m" --device gpu --parts engine --repeats "$repeats" --embed-docs "${EMBED_DOCS:-64}" \
+        --text .gl/bench_email.txt --fields .gl/field_prompts.txt \
+        --out "$res/engine-$tag.json" --markdown "$res/engine-$tag.md" >"$res/engine-$tag.log" 2>&1
+    )
+    echo "== $tag ($envs)"
+    grep -E "gen\.|prefill\.|load\.|doc_state|embed.email" "$res/engine-$tag.md" | head -20
+    tar czf "$OUT/profile.tar.gz" -C /tmp profile  # after each run: a cut-short call keeps it
+  done
+done

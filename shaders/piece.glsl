@@ -1,0 +1,131 @@
+// 32-weight pieces of a GGUF row for the decode matvec (mv.comp), read with 16-byte loads where
+// the type's blocks are 16-byte aligned (F32, F16, BF16, Q4_K, Q5_K) and through quant.glsl's
+// decode8 otherwise. Piece p of a row covers two runs of 16 elements, run_a(p) and run_b(p);
+// piece() returns them as w[0..3] (run A) and w[4..7] (run B); load_piece() and unpack_piece()
+// are its two halves, so a caller can issue several pieces' loads before decoding any.
+// With PIECE_AFFINE the type returns small integers and the row's true values are
+//   w * aff.x + aff.y (run A),   w * aff.z + aff.w (run B),
+// so the caller multiplies after the dot product: the scale and min of a K-quant sub-block are
+// applied once per 16 weights instead of once per weight.
+
+#if defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
+#define PIECE_AFFINE 1
+// Block b (256 elements) holds 8 pieces: piece 2c + h reads bytes 16h..16h+15 of the nibble chunk
+// c, whose low nibbles are elements 64c + 16h + i (run A, sub-block 2c) and high nibbles
+// 64c + 32 + 16h + i (run B, sub-block 2c + 1).
+uint run_a(uint p) { return (p >> 3) * 256u + ((p >> 1) & 3u) * 64u + (p & 1u) * 16u; }
+uint run_b(uint p) { return run_a(p) + 32u; }
+
+// 6-bit scale and min of sub-block sb from the 12 scale bytes (header words y, z, w).
+uvec2 kscale(uvec4 hd, uint sb) {
+  if (sb < 4u) return uvec2((hd.y >> (8u * sb)) & 63u, (hd.z >> (8u * sb)) & 63u);
+  const uint i = 8u * (sb - 4u), lo = hd.w >> i;
+  return uvec2((lo & 15u) | (((hd.y >> i) >> 6) & 3u) << 4, ((lo >> 4) & 15u) | (((hd.z >> i) >> 6) & 3u) << 4);
+}
+
+// The piece's bytes as loaded: the block header (d, dmin, scales), its 16 nibble bytes and, for
+// Q5_K, the 16 bytes of fifth bits.
+struct Raw {
+  uvec4 hd, q;
+#if defined(WTYPE_Q5_K)
+  uvec4 qh;
+#endif
+};
+
+Raw load_piece(uint s, uint rb, uint p) {
+  Raw r;
+#if defined(WTYPE_Q4_K)
+  const uint blk = (rb >> 4) + (p >> 3) * 9u;  // 144-byte blocks in 16-byte units
+  r.q = wb4[s].w[blk + 1u + (p & 7u)];
+#else
+  const uint blk = (rb >> 4) + (p >> 3) * 11u;  // 176-byte blocks: header, qh[32], qs[128]
+  r.q = wb4[s].w[blk + 3u + (p & 7u)];
+  r.qh = wb4[s].w[blk + 1u + (p & 1u)];
+#endif
+  r.hd = wb4[s].w[blk];
+  return r;
+}
+
+void unpack_piece(Raw r, uint p, out vec4 w[8], out vec4 aff) {
+  const vec2 dm = unpackHalf2x16(r.hd.x);
+  const uint c = (p >> 1) & 3u;
+  const uvec2 sa = kscale(r.hd, 2u * c), sbb = kscale(r.hd, 2u * c + 1u);
+  // unpackUnorm4x8 gives q / 255: the 255 goes into the scale.
+  aff = vec4(dm.x * float(sa.x) * 255.0, -dm.y * float(sa.y), dm.x * float(sbb.x) * 255.0,
+             -dm.y * float(sbb.y));
+  [[unroll]] for (uint k = 0; k < 4; ++k) {
+    uint lo = r.q[k] & 0x0f0f0f0fu, hi = (r.q[k] >> 4) & 0x0f0f0f0fu;
+#if defined(WTYPE_Q5_K)
+    // Bit 2c (run A) and 2c + 1 (run B) of qh[16h + i] are bit 4 of the elements.
+    lo |= ((r.qh[k] >> (2u * c)) & 0x01010101u) << 4;
+    hi |= ((r.qh[k] >> (2u * c + 1u)) & 0x01010101u) << 4;
+#endif
+    w[k] = unpackUnorm4x8(lo);
+    w[4 + k] = unpackUnorm4x8(hi);
+  }
+}
+#else
+// Every other type: piece p is elements 32p..32p+31.
+uint run_a(uint p) { return 32u * p; }
+uint run_b(uint p) { return 32u * p + 16u; }
+
+#if defined(WTYPE_F32)
+struct Raw {
+  uvec4 w[8];
+};
+#elif defined(WTYPE_F16) || defined(WTYPE_BF16)
+struct Raw {
+  uvec4 w[4];
+};
+#else
+struct Raw {  // decoded at load: these types' blocks are not 16-byte aligned
+  vec4 w[8];
+};
+#endif
+
+Raw load_piece(uint s, uint rb, uint p) {
+  Raw r;
+#if defined(WTYPE_F32)
+  const uint base = (rb >> 4) + p * 8u;
+  [[unroll]] for (uint k = 0; k < 8; ++k) r.w[k] = wb4[s].w[base + k];
+#elif defined(WTYPE_F16) || defined(WTYPE_BF16)
+  const uint base = (rb >> 4) + p * 4u;
+  [[unroll]] for (uint k = 0; k < 4; ++k) r.w[k] = wb4[s].w[base + k];
+#else
+  [[unroll]] for (uint k = 0; k < 4; ++k) {
+    float v[8];
+    decode8(s, rb, 4u * p + k, v);
+    r.w[2 * k] = vec4(v[0], v[1], v[2], v[3]);
+    r.w[2 * k + 1] = vec4(v[4], v[5], v[6], v[7]);
+  }
+#endif
+  return r;
+}
+
+void unpack_piece(Raw r, uint p, out vec4 w[8], out vec4 aff) {
+  aff = vec4(1, 0, 1, 0);
+#if defined(WTYPE_F32)
+  [[unroll]] for (uint k = 0; k < 8; ++k) w[k] = uintBitsToFloat(r.w[k]);
+#elif defined(WTYPE_F16)
+  [[unroll]] for (uint k = 0; k < 4; ++k) {
+    const uvec4 q = r.w[k];
+    w[2 * k] = vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y));
+    w[2 * k + 1] = vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w));
+  }
+#elif defined(WTYPE_BF16)
+  [[unroll]] for (uint k = 0; k < 4; ++k) {
+    const uvec4 q = r.w[k];
+    w[2 * k] = uintBitsToFloat(uvec4(q.x << 16, q.x & 0xffff0000u, q.y << 16, q.y & 0xffff0000u));
+    w[2 * k + 1] =
+        uintBitsToFloat(uvec4(q.z << 16, q.z & 0xffff0000u, q.w << 16, q.w & 0xffff0000u));
+  }
+#else
+  w = r.w;
+#endif
+}
+#endif
+
+// The piece decoded: w (times aff, see above) are the row's weights.
+void piece(uint s, uint rb, uint p, out vec4 w[8], out vec4 aff) {
+  unpack_piece(load_piece(s, rb, p), p, w, aff);
+}

@@ -1,0 +1,145 @@
+#version 450
+// The RWKV-7 recurrence (same arithmetic as wkv.comp) for devices with subgroup shuffles and
+// arithmetic. One workgroup per (head, sequence), NS * 4 invocations, over blocks of TB tokens:
+//  A. in parallel over the block's tokens and channels: decay w, rate a, value residual, kk
+//     normalisation, k update, the bonus coefficient sum(r * k * r_k), into shared memory;
+//  B. sequential over the block's tokens: invocation (i, part) owns state row i, columns
+//     j = part + 4m; the row's dot products are reduced over its 4 lanes by shuffles. Rows do
+//     not interact, so this phase has no barrier at all;
+//  C. in parallel again: GroupNorm of each token's head output, bonus, gate.
+// Only phase B is sequential, and it is ~NS/4 multiply-adds per token.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;              // == NS * 4
+layout(constant_id = 1) const uint NS = 64;  // head size
+layout(constant_id = 2) const uint TB = 8;   // tokens per block
+const uint P = 4;                            // invocations per state row
+
+layout(push_constant) uniform PC {
+  uint D;
+  uint r_off, k_off, v_off;     // act [T][D]: projections
+  uint wl_off, al_off, vl_off;  // act [T][D]: LoRA outputs before w0/a0/v0
+  uint g_off;                   // act [T][D]: gate (g2 output)
+  uint vf_off;                  // act [T][D]: v_first (written by layer 0)
+  uint y_off;                   // act [T][D]: result
+  uint w0, a0, v0, k_k, k_a, r_k, lnx_w, lnx_b;  // vecs
+  uint state_base;  // float offset within a slot of this layer's rows
+  uint slot_floats;
+  uint layer0;
+  uint meta_seq;
+}
+pc;
+
+shared float s_w[TB * NS], s_kk[TB * NS], s_ka[TB * NS], s_k[TB * NS], s_r[TB * NS],
+    s_v[TB * NS], s_y[TB * NS];
+shared vec2 s_part[64];  // per-subgroup partial sums (NS * 4 / subgroup size <= 64)
+shared float s_bonus[TB];
+
+// Sum of v over the NS channels of the caller's token slot of this pass (its subgroup lies
+// inside them).
+// Every invocation of the workgroup must call it (it has a barrier).
+vec2 token_sum(vec2 v, bool live) {
+  const vec2 sg = subgroupAdd(live ? v : vec2(0));
+  const uint per = NS / gl_SubgroupSize;  // subgroups per token slot
+  if (subgroupElect() && live) s_part[gl_SubgroupID] = sg;
+  barrier();
+  vec2 total = vec2(0);
+  if (live) {
+    for (uint q = 0; q < per; ++q) total += s_part[(gl_LocalInvocationID.x / NS) * per + q];
+  }
+  barrier();  // s_part is reused by the next call
+  return total;
+}
+
+void main() {
+  const uint h = gl_WorkGroupID.x, seq = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+  const uint D = pc.D;
+  const uint slot = meta[pc.meta_seq + 4 * seq], first = meta[pc.meta_seq + 4 * seq + 1],
+             n = meta[pc.meta_seq + 4 * seq + 2];
+  const uint sb = slot * pc.slot_floats + pc.state_base;
+  // Phase B layout: row i, columns part + P*m (interleaved: the 4 lanes of a row hit 4 banks).
+  const uint row = tid / P, part = tid % P;
+  float S[NS / P];
+  [[unroll]] for (uint m = 0; m < NS / P; ++m) {
+    S[m] = state[sb + (1 + part + P * m) * D + h * NS + row];
+  }
+  // Phases A and C layout: token slot tid / NS of the pass, channel tid % NS.
+  const uint c = tid % NS, ch = h * NS + c, lanes_tok = (NS * P) / NS;
+  const float w0 = vecs[pc.w0 + ch], a0 = vecs[pc.a0 + ch], v0 = vecs[pc.v0 + ch];
+  const float kkw = vecs[pc.k_k + ch], kaw = vecs[pc.k_a + ch], rkw = vecs[pc.r_k + ch];
+  const float lnw = vecs[pc.lnx_w + ch], lnb = vecs[pc.lnx_b + ch];
+
+  for (uint b0 = 0; b0 < n; b0 += TB) {
+    const uint nb = min(TB, n - b0);
+    // A: per-token, per-channel inputs of the recurrence.
+    for (uint tt = tid / NS; tt < TB; tt += lanes_tok) {
+      const bool live = tt < nb;
+      float kr = 0.0, bonus = 0.0;
+      if (live) {
+        const uint o = (first + b0 + tt) * D + ch;
+        const float r = act[pc.r_off + o], k = act[pc.k_off + o];
+        float v = act[pc.v_off + o];
+        const float a = sigmoid(a0 + act[pc.al_off + o]);
+        if (pc.layer0 != 0) {
+          act[pc.vf_off + o] = v;
+        } else {
+          v += (act[pc.vf_off + o] - v) * sigmoid(v0 + act[pc.vl_off + o]);
+        }
+        kr = k * kkw;
+        const float k2 = k * (1.0 + (a - 1.0) * kaw);
+        bonus = r * k2 * rkw;
+        s_w[tt * NS + c] = exp(-0.606531 * sigmoid(w0 + act[pc.wl_off + o]));
+        s_ka[tt * NS + c] = a;  // times kk below
+        s_k[tt * NS + c] = k2;
+        s_r[tt * NS + c] = r;
+        s_v[tt * NS + c] = v;
+      }
+      const vec2 sums = token_sum(vec2(kr * kr, bonus), live);
+      if (live) {
+        const float kk = kr / max(sqrt(sums.x), 1e-12);
+        s_kk[tt * NS + c] = kk;
+        s_ka[tt * NS + c] *= kk;
+        if (c == 0) s_bonus[tt] = sums.y;
+      }
+    }
+    barrier();
+    // B: the recurrence, token after token.
+    for (uint tt = 0; tt < nb; ++tt) {
+      const uint base = tt * NS + part;
+      float sa = 0.0;
+      [[unroll]] for (uint m = 0; m < NS / P; ++m) sa -= S[m] * s_kk[base + P * m];
+      sa += subgroupShuffleXor(sa, 1u);
+      sa += subgroupShuffleXor(sa, 2u);
+      const float v = s_v[tt * NS + row];
+      float y = 0.0;
+      [[unroll]] for (uint m = 0; m < NS / P; ++m) {
+        const uint j = base + P * m;
+        S[m] = S[m] * s_w[j] + sa * s_ka[j] + v * s_k[j];
+        y += S[m] * s_r[j];
+      }
+      y += subgroupShuffleXor(y, 1u);
+      y += subgroupShuffleXor(y, 2u);
+      if (part == 0) s_y[tt * NS + row] = y;
+    }
+    barrier();
+    // C: GroupNorm over the head, bonus, gate.
+    for (uint tt = tid / NS; tt < TB; tt += lanes_tok) {
+      const bool live = tt < nb;
+      const float y = live ? s_y[tt * NS + c] : 0.0;
+      const float mu = token_sum(vec2(y, 0), live).x / float(NS);
+      const float var = token_sum(vec2((y - mu) * (y - mu), 0), live).x / float(NS);
+      if (live) {
+        const uint o = (first + b0 + tt) * D + ch;
+        const float yn = (y - mu) * inversesqrt(var + 64e-5) * lnw + lnb;
+        act[pc.y_off + o] = (yn + s_v[tt * NS + c] * s_bonus[tt]) * act[pc.g_off + o];
+      }
+    }
+    barrier();  // the next block overwrites the shared arrays
+  }
+  [[unroll]] for (uint m = 0; m < NS / P; ++m) {
+    state[sb + (1 + part + P * m) * D + h * NS + row] = S[m];
+  }
+}
