@@ -1,11 +1,27 @@
 #include "engine/backend.h"
 
+#include <unistd.h>
+
 #include <string>
 #include <unordered_set>
 
 #include "engine/error.h"
 
 namespace rwkvd::engine {
+
+void check_slot_count(const Rwkv7Hparams& hp, uint32_t n_slots) {
+  if (n_slots == 0) throw EngineError("need at least one state slot");
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return;  // unknown: let the allocation decide
+  const uint64_t budget = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 2;
+  const uint64_t per_slot = hp.state_floats() * sizeof(float);
+  if (per_slot != 0 && n_slots > budget / per_slot) {
+    throw EngineError(std::to_string(n_slots) + " state slots of " + std::to_string(per_slot) +
+                      " bytes exceed half of this machine's memory (" +
+                      std::to_string(budget >> 20) + " MiB); ask for fewer");
+  }
+}
 
 void validate_batch(const Rwkv7Hparams& hp, uint32_t n_slots,
                     std::span<const SequenceInput> batch) {

@@ -28,9 +28,9 @@ struct SequenceInput {
 };
 
 struct BackendOptions {
-  uint32_t n_slots = 16;       // state slots held by the backend
-  uint32_t max_chunk = 256;    // tokens per sequence per internal forward chunk
-  uint32_t n_threads = 0;      // cpu: 0 = all cores
+  uint32_t n_slots = 16;     // state slots held by the backend
+  uint32_t max_chunk = 256;  // tokens per sequence per internal forward chunk
+  uint32_t n_threads = 0;    // cpu: 0 = all cores
 };
 
 // How loading went: open -> usable (forward may start), open -> every weight resident, and
@@ -63,6 +63,10 @@ class Backend {
   virtual void write_state(uint32_t slot, std::span<const float> in) = 0;
   virtual void copy_state(uint32_t src, uint32_t dst) = 0;
 };
+
+// Refuses a slot count that is zero or whose states would not fit in half of this machine's
+// memory, before anything is allocated (an absurd --slots must be an error, not an OOM kill).
+void check_slot_count(const Rwkv7Hparams& hp, uint32_t n_slots);
 
 // Checks a batch against the model and slot count; throws EngineError naming the problem.
 void validate_batch(const Rwkv7Hparams& hp, uint32_t n_slots, std::span<const SequenceInput> batch);

@@ -139,6 +139,8 @@ Value decode(std::string_view bytes, const DecodeLimits& limits) {
   msgpack::object_handle oh;
   try {
     oh = msgpack::unpack(bytes.data(), bytes.size(), off, reference_all, nullptr, lim);
+  } catch (const msgpack::ext_size_overflow&) {
+    throw ProtocolError(ErrorCode::kBadMessage, "msgpack extension types are not used");
   } catch (const msgpack::depth_size_overflow&) {
     throw ProtocolError(ErrorCode::kTooLarge, "message nests too deeply");
   } catch (const msgpack::size_overflow& e) {

@@ -234,6 +234,8 @@ const char* error_name(ErrorCode code) {
       return "internal";
     case ErrorCode::kUnknownRequest:
       return "unknown_request";
+    case ErrorCode::kQuotaExceeded:
+      return "quota_exceeded";
   }
   return "unknown";
 }
@@ -515,6 +517,13 @@ void validate_for_model(const Request& req, const ModelShape& shape, const Limit
                                    " floats; this model's state has " +
                                    std::to_string(shape.state_floats));
   }
+  // A state of the right length from elsewhere (another dtype, garbage) usually shows itself by
+  // NaN or infinite values, which would poison every token after it.
+  if (req.state) {
+    for (float f : *req.state) {
+      if (!std::isfinite(f)) fail(ErrorCode::kBadState, "state holds NaN or infinite values");
+    }
+  }
   if (req.sampling.top_k > shape.n_vocab) {
     fail(ErrorCode::kBadValue, "top_k = " + std::to_string(req.sampling.top_k) +
                                    " exceeds the vocabulary size " + std::to_string(shape.n_vocab));
@@ -574,8 +583,15 @@ TensorDesc parse_tensor(const Value& v, std::string_view what) {
   }
   const Value* shape = v.find("shape");
   if (shape == nullptr) fail(ErrorCode::kMissingField, w + ": no shape");
+  // The element count sizes the client's copy and view: it must not wrap (a shape whose product
+  // wraps to the byte count would otherwise pass the size check below).
+  uint64_t bytes = sizeof(float);
   for (const auto& d : shape->as_array(w + ".shape")) {
-    t.shape.push_back(static_cast<int64_t>(d.as_uint(w + ".shape[]")));
+    const uint64_t dim = d.as_uint(w + ".shape[]");
+    if (dim > uint64_t{INT64_MAX} || __builtin_mul_overflow(bytes, dim, &bytes)) {
+      fail(ErrorCode::kTooLarge, w + ": shape too large");
+    }
+    t.shape.push_back(static_cast<int64_t>(dim));
   }
   if (const Value* s = v.find("shm")) {
     ShmRef r;
@@ -585,15 +601,20 @@ TensorDesc parse_tensor(const Value& v, std::string_view what) {
       return f->as_uint(k);
     };
     r.lease = get("lease");
-    r.slot = static_cast<uint32_t>(get("slot"));
-    r.generation = static_cast<uint32_t>(get("generation"));
+    const uint64_t slot = get("slot");
+    const uint64_t generation = get("generation");
+    if (slot > UINT32_MAX || generation > UINT32_MAX) {
+      fail(ErrorCode::kBadValue, w + ".shm: slot or generation out of range");
+    }
+    r.slot = static_cast<uint32_t>(slot);
+    r.generation = static_cast<uint32_t>(generation);
     r.offset = get("offset");
     r.bytes = get("bytes");
-    if (r.bytes != t.numel() * sizeof(float)) fail(ErrorCode::kBadValue, w + ": size mismatch");
+    if (r.bytes != bytes) fail(ErrorCode::kBadValue, w + ": size mismatch");
     t.shm = r;
   } else if (const Value* d = v.find("data")) {
     t.data = &d->as_bin(w + ".data");
-    if (t.data->size() != t.numel() * sizeof(float)) {
+    if (t.data->size() != bytes) {
       fail(ErrorCode::kBadValue, w + ": size mismatch");
     }
   } else {
@@ -604,6 +625,12 @@ TensorDesc parse_tensor(const Value& v, std::string_view what) {
 
 Value ok_reply(uint64_t id) {
   return Value(Value::Map{{"v", Value(kProtocolVersion)}, {"id", Value(id)}, {"ok", Value(true)}});
+}
+
+Value heartbeat_message() {
+  Value v = ok_reply(0);
+  v.set("heartbeat", Value(true));
+  return v;
 }
 
 Value error_reply(uint64_t id, ErrorCode code, const std::string& message) {
@@ -629,6 +656,7 @@ Reply decode_reply(std::string_view bytes, const Limits& lim) {
   r.id = id->as_uint("id");
   r.ok = ok->as_bool("ok");
   if (const Value* more = r.body.find("more")) r.more = more->as_bool("more");
+  if (const Value* hb = r.body.find("heartbeat")) r.heartbeat = hb->as_bool("heartbeat");
   if (!r.ok) {
     const Value* err = r.body.find("error");
     if (err == nullptr) fail(ErrorCode::kBadMessage, "error reply without error");

@@ -38,6 +38,7 @@ enum class ErrorCode : uint16_t {
   kUnsupported = 16,     // e.g. text ops on a model without a tokenizer
   kInternal = 17,        // an engine failure; the worker keeps serving
   kUnknownRequest = 18,  // cancel: no such request in flight
+  kQuotaExceeded = 19,   // a per-client cap: open sessions, requests in flight
 };
 const char* error_name(ErrorCode code);
 
@@ -186,12 +187,18 @@ struct TensorDesc {
 TensorDesc parse_tensor(const Value& v, std::string_view what = "tensor");
 
 Value ok_reply(uint64_t id);
+// `{v, id: 0, ok: true, heartbeat: true}`: the worker is alive and still working on this
+// client's requests (PROTOCOL.md, Heartbeats). Not a reply to any request.
+Value heartbeat_message();
+// A client that has heard nothing for this many heartbeat intervals presumes the worker dead.
+inline constexpr uint32_t kHeartbeatLiveness = 3;
 Value error_reply(uint64_t id, ErrorCode code, const std::string& message);
 
 struct Reply {
   uint64_t id = 0;
   bool ok = false;
   bool more = false;  // a stream chunk; more messages follow for this id
+  bool heartbeat = false;  // heartbeat_message(): not a reply, only a sign of life
   ErrorCode code = ErrorCode::kInternal;
   std::string message;
   Value body;  // the whole map

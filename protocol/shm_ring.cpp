@@ -1,8 +1,11 @@
 #include "protocol/shm_ring.h"
 
+#include "protocol/ring_view.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,13 +24,6 @@ namespace {
 
 uint64_t align_up(uint64_t n, uint64_t a) {
   return (n + a - 1) / a * a;
-}
-
-// splitmix64's finaliser: a bijection, so distinct counters give distinct lease ids.
-uint64_t mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
 }
 
 }  // namespace
@@ -86,7 +82,10 @@ std::unique_ptr<ShmRing> ShmRing::create(const Options& options) {
     throw;
   }
   ring->base_ = static_cast<char*>(ring->map_->region.get_address());
-  std::memset(ring->base_, 0, data_offset);
+  // Touch every page now, not on first use: the memory is reserved by posix_fallocate anyway,
+  // so this costs nothing extra, keeps page faults off the reply path, and makes the worker's
+  // RSS honest from the start (a soak sees no growth from a ring slowly being cycled through).
+  std::memset(ring->base_, 0, total);
   auto* h = reinterpret_cast<RingHeader*>(ring->base_);
   std::memcpy(h->magic, kRingMagic, sizeof(kRingMagic));
   h->version = kRingVersion;
@@ -100,8 +99,6 @@ std::unique_ptr<ShmRing> ShmRing::create(const Options& options) {
   ring->header_ = h;
   ring->slots_ = reinterpret_cast<RingSlot*>(ring->base_ + sizeof(RingHeader));
   for (uint32_t i = options.n_slots; i-- > 0;) ring->free_slots_.push_back(i);
-  const std::string key = random_hex(8);
-  ring->lease_key_ = std::stoull(key, nullptr, 16);
   return ring;
 }
 
@@ -140,11 +137,18 @@ std::optional<ShmRing::Allocation> ShmRing::allocate(uint64_t bytes, const std::
   if (!pos) return std::nullopt;
   const uint32_t slot = free_slots_.back();
   free_slots_.pop_back();
+  // Lease ids from the kernel's CSPRNG: one client's ids say nothing about another's.
   uint64_t lease = 0;
-  while (lease == 0) lease = mix(lease_key_ + ++lease_counter_);
+  while (lease == 0 || live_.count(lease) != 0) {
+    if (::getrandom(&lease, sizeof lease, 0) != static_cast<ssize_t>(sizeof lease)) {
+      free_slots_.push_back(slot);
+      return std::nullopt;
+    }
+  }
   Live l{slot, 1, *pos, aligned, owner, now + opt_.lease_timeout};
   live_.emplace(lease, l);
   by_offset_.emplace(*pos, lease);
+  per_owner_[owner] += 1;
   cursor_ = *pos + aligned;
   bytes_in_use_ += aligned;
   RingSlot& s = slots_[slot];
@@ -167,6 +171,8 @@ void ShmRing::free_live(std::map<uint64_t, Live>::iterator it) {
   s.lease = 0;
   free_slots_.push_back(it->second.slot);
   by_offset_.erase(it->second.offset);
+  auto held = per_owner_.find(it->second.owner);
+  if (held != per_owner_.end() && --held->second == 0) per_owner_.erase(held);
   bytes_in_use_ -= it->second.bytes;
   live_.erase(it);
 }
@@ -210,6 +216,11 @@ size_t ShmRing::release_owner(const std::string& owner) {
     it = next;
   }
   return n;
+}
+
+uint32_t ShmRing::leases_of(const std::string& owner) const {
+  const auto it = per_owner_.find(owner);
+  return it == per_owner_.end() ? 0 : it->second;
 }
 
 std::optional<ShmRing::Clock::time_point> ShmRing::next_expiry() const {
@@ -263,38 +274,31 @@ std::unique_ptr<ShmReader> ShmReader::open(const std::string& name) {
     throw ProtocolError(ErrorCode::kBadValue,
                         "cannot map shared memory '" + name + "': " + e.what());
   }
-  r->base_ = static_cast<const char*>(r->map_->region.get_address());
-  r->size_ = r->map_->region.get_size();
-  const auto& h = r->header();
-  if (r->size_ < sizeof(RingHeader) || std::memcmp(h.magic, kRingMagic, 8) != 0 ||
-      h.version != kRingVersion || h.total_bytes > r->size_ || h.slot_bytes != sizeof(RingSlot) ||
-      h.data_offset + h.data_bytes > r->size_ ||
-      sizeof(RingHeader) + uint64_t{h.n_slots} * sizeof(RingSlot) > h.data_offset) {
-    throw ProtocolError(ErrorCode::kBadValue, "'" + name + "' is not an rwkvd v1 ring");
+  try {
+    r->view_ = std::make_unique<RingView>(static_cast<const char*>(r->map_->region.get_address()),
+                                          r->map_->region.get_size());
+  } catch (const ProtocolError& e) {
+    throw ProtocolError(ErrorCode::kBadValue,
+                        "'" + name + "' is not an rwkvd v1 ring: " + e.what());
   }
   return r;
 }
 
+const RingHeader& ShmReader::header() const {
+  return view_->header();
+}
+
 bool ShmReader::current(const ShmRef& ref) const {
-  const auto& h = header();
-  if (ref.slot >= h.n_slots) return false;
-  const auto* slots = reinterpret_cast<const RingSlot*>(base_ + sizeof(RingHeader));
-  const RingSlot& s = slots[ref.slot];
-  return s.state == 1 && s.lease == ref.lease && s.generation == ref.generation &&
-         s.offset == ref.offset;
+  return view_->current(ref);
 }
 
 const float* ShmReader::resolve(const ShmRef& ref) const {
-  const auto& h = header();
-  if (ref.offset < h.data_offset || ref.offset + ref.bytes > h.data_offset + h.data_bytes ||
-      ref.offset % alignof(float) != 0) {
-    throw ProtocolError(ErrorCode::kBadValue, "shm reference outside the ring");
-  }
-  if (!current(ref)) {
-    throw ProtocolError(ErrorCode::kUnknownLease,
-                        "shm lease " + std::to_string(ref.lease) + " is no longer current");
-  }
-  return reinterpret_cast<const float*>(base_ + ref.offset);
+  return view_->resolve(ref).data();
+}
+
+bool ShmReader::worker_alive() const {
+  const auto pid = static_cast<pid_t>(view_->header().pid);
+  return pid > 0 && !(::kill(pid, 0) != 0 && errno == ESRCH);
 }
 
 }  // namespace rwkvd::protocol

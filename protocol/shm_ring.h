@@ -85,6 +85,8 @@ class ShmRing {
 
   uint64_t bytes_in_use() const { return bytes_in_use_; }
   uint32_t leases_in_use() const { return static_cast<uint32_t>(live_.size()); }
+  // Leases one owner holds now (the worker caps them per client).
+  uint32_t leases_of(const std::string& owner) const;
   std::optional<Clock::time_point> next_expiry() const;
 
   // The name prefix of this user's segments: "rwkvd-<uid>-".
@@ -112,16 +114,18 @@ class ShmRing {
   RingSlot* slots_ = nullptr;
   char* base_ = nullptr;
   Options opt_;
-  std::map<uint64_t, Live> live_;           // lease -> allocation
-  std::map<uint64_t, uint64_t> by_offset_;  // offset -> lease, for finding free space
+  std::map<uint64_t, Live> live_;              // lease -> allocation
+  std::map<uint64_t, uint64_t> by_offset_;     // offset -> lease, for finding free space
+  std::map<std::string, uint32_t> per_owner_;  // owner -> leases held
   std::vector<uint32_t> free_slots_;
   uint64_t cursor_ = 0;  // next-fit: where the last allocation ended (relative to data area)
   uint64_t bytes_in_use_ = 0;
-  uint64_t lease_key_ = 0;  // random: lease ids are not guessable
-  uint64_t lease_counter_ = 0;
 };
 
-// The client side: maps a worker's segment read-only and resolves ShmRefs to memory.
+class RingView;
+
+// The client side: maps a worker's segment read-only and resolves ShmRefs to memory through a
+// RingView (ring_view.h), which checks every bound against the size actually mapped.
 class ShmReader {
  public:
   // Throws ProtocolError(kBadValue) if the segment is missing or its header is not a ring.
@@ -130,20 +134,21 @@ class ShmReader {
   ShmReader(const ShmReader&) = delete;
   ShmReader& operator=(const ShmReader&) = delete;
 
-  const RingHeader& header() const { return *reinterpret_cast<const RingHeader*>(base_); }
+  const RingHeader& header() const;
+  const RingView& view() const { return *view_; }
   // The tensor's bytes, after checking bounds and that the slot still holds this lease and
-  // generation; throws ProtocolError(kUnknownLease) otherwise.
+  // generation; throws ProtocolError (kBadValue out of bounds, kUnknownLease if not current).
   const float* resolve(const ShmRef& ref) const;
   bool current(const ShmRef& ref) const;
-  const char* base() const { return base_; }
-  uint64_t size() const { return size_; }
+  // False once the worker that created the segment has exited (its pid is gone): a client
+  // that still holds this mapping is talking to a restarted worker and must say hello again.
+  bool worker_alive() const;
 
  private:
   ShmReader() = default;
   struct Mapping;
   std::unique_ptr<Mapping> map_;
-  const char* base_ = nullptr;
-  uint64_t size_ = 0;
+  std::unique_ptr<RingView> view_;
 };
 
 // 16 random bytes from /dev/urandom as 32 hex digits (segment names, lease keys).

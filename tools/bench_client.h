@@ -7,8 +7,9 @@
 //   doc_state.client_ms           email -> its state as float32 in this process: session open,
 //                                 feed the text, session_state (a view of the ring); and the same
 //                                 with the tensor inline in the reply (doc_state.client_inline_ms)
-//   field_analysis.client_ms      6 forks of the document session, each generate 8 tokens + an
-//                                 embedding, all 6 in flight at once from 6 clients
+//   field_analysis.client_ms      6 sessions opened from the document's state, each generate 8
+//                                 tokens + an embedding, all 6 in flight at once from 6 clients
+//                                 (sessions are per client: another client's cannot be forked)
 //   embed.client_{coalesced,single}.docs_s
 //                                 documents of 200 tokens from 8 forked client processes, with the
 //                                 worker's embed coalescing on and off (serve --no-coalesce); the

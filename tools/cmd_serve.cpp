@@ -142,12 +142,28 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--session-idle-s", a->opt.session_idle_s, "close sessions unused for this long")
       ->capture_default_str();
+  cmd->add_option("--heartbeat-ms", a->opt.heartbeat_ms,
+                  "heartbeat to clients waiting this long on a request (0 = none)")
+      ->capture_default_str();
   cmd->add_option("--max-tokens", a->opt.limits.max_tokens, "tokens per request")
       ->capture_default_str();
   cmd->add_option("--max-batch", a->opt.limits.max_batch, "inputs per embed request")
       ->capture_default_str();
   cmd->add_option("--max-message-bytes", a->opt.limits.max_message_bytes, "bytes per request")
       ->capture_default_str();
+  cmd->add_option("--max-sessions-per-client", a->opt.max_sessions_per_client,
+                  "open sessions one client may hold")
+      ->capture_default_str();
+  cmd->add_option("--max-inflight-per-client", a->opt.max_inflight_per_client,
+                  "requests one client may have queued or running")
+      ->capture_default_str();
+  cmd->add_option("--max-leases-per-client", a->opt.max_leases_per_client,
+                  "ring leases one client may hold (then tensors come inline)")
+      ->capture_default_str();
+  cmd->add_option("--client-queue", a->opt.client_queue,
+                  "replies queued for one client; a client that lets it fill is dropped")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1000000u));
   cmd->callback([a] { run_serve(*a); });
 }
 

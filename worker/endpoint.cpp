@@ -2,6 +2,8 @@
 
 #include "protocol/endpoint.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -16,8 +18,17 @@
 namespace rwkvd::worker {
 namespace {
 
-bool is_loopback_host(const std::string& host) {
-  return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
+// Only literal loopback addresses (and the name localhost): a prefix test would pass
+// "127.0.0.1.example.com", and ZeroMQ would take "lo" or "*" as interfaces to bind.
+bool is_loopback_host(std::string host) {
+  if (host == "localhost") return true;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  in_addr v4{};
+  if (::inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return ::inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 // True when something accepts connections on the unix socket at `path`.

@@ -80,7 +80,7 @@ Scheduler::Scheduler(engine::Backend& backend, const TextCodec* codec, const Ser
       stats_(stats),
       post_(std::move(post)),
       slots_(backend.n_slots()),
-      sessions_(backend, slots_),
+      sessions_(backend, slots_, options.max_sessions_per_client),
       prefix_(options.prefix_cache_bytes),
       last_reap_(Clock::now()) {}
 
@@ -113,10 +113,10 @@ bool Scheduler::submit(Job job) {
   return true;
 }
 
-void Scheduler::client_gone(const std::string& client) {
+void Scheduler::client_gone(const std::string& client, bool close_sessions) {
   {
     std::lock_guard lock(mu_);
-    gone_.push_back(client);
+    gone_.emplace_back(client, close_sessions);
   }
   cv_.notify_one();
 }
@@ -147,7 +147,14 @@ void Scheduler::accept(Job job) {
     return;
   }
   if (op == Op::kSessionOpen) {
-    Session& s = sessions_.open(job.req.state);
+    Session* opened = nullptr;
+    try {
+      opened = &sessions_.open(job.client, job.req.state);
+    } catch (const protocol::ProtocolError& e) {
+      reply_error(job, e.code(), e.what());
+      return;
+    }
+    Session& s = *opened;
     Outgoing o{job.client, job.req.id, op,   protocol::ok_reply(job.req.id),
                {},         false,      true, job.received};
     o.body.set("session", Value(s.id));
@@ -247,7 +254,12 @@ void Scheduler::run_control(Task& t) {
       sessions_.close(s.id);
       break;
     case Op::kSessionFork:
-      o.body.set("session", Value(sessions_.fork(s).id));
+      try {
+        o.body.set("session", Value(sessions_.fork(s).id));
+      } catch (const protocol::ProtocolError& e) {
+        reply_error(t.job, e.code(), e.what());
+        return;
+      }
       break;
     case Op::kSessionState:
       o.body.set("position", Value(s.position));
@@ -273,7 +285,8 @@ bool Scheduler::try_admit(Task& t) {
     return true;
   }
   if (t.job.req.session != 0) {
-    Session* s = sessions_.find(t.job.req.session);
+    // Another client's session answers exactly like a closed one.
+    Session* s = sessions_.find_owned(t.job.req.session, t.job.client);
     if (s == nullptr) {
       reply_error(t.job, ErrorCode::kUnknownSession,
                   "no session " + std::to_string(t.job.req.session));
@@ -339,6 +352,8 @@ void Scheduler::release_task(Task& t) {
   if (t.session != nullptr) {
     t.session->busy = false;
     t.session->last_used = Clock::now();
+    if (t.session->orphaned) sessions_.close(t.session->id);  // its client is gone
+    t.session = nullptr;
   }
   if (t.owns_slot) slots_.release(t.slot);
   t.owns_slot = false;
@@ -667,6 +682,7 @@ void Scheduler::fail_all(ErrorCode code, const std::string& msg) {
       queued_ -= 1;
     else
       reply_error(t->job, code, msg);
+    release_task(*t);  // one that failed half-way through admission may hold a slot
   }
   waiting_.clear();
   for (auto& e : embeds_) {
@@ -683,7 +699,7 @@ void Scheduler::publish_gauges() {
 void Scheduler::loop() {
   for (;;) {
     std::deque<Job> jobs;
-    std::vector<std::string> gone;
+    std::vector<std::pair<std::string, bool>> gone;
     bool stopping = false;
     {
       std::unique_lock lock(mu_);
@@ -704,7 +720,7 @@ void Scheduler::loop() {
       gone.swap(gone_);
       stopping = stopping_;
     }
-    for (const auto& client : gone) {
+    for (const auto& [client, close_sessions] : gone) {
       for (auto& t : active_) {
         if (t->job.client == client) t->cancelled = t->silent = true;
       }
@@ -717,6 +733,10 @@ void Scheduler::loop() {
           e->cancelled = true;
           queued_ -= 1;
         }
+      }
+      if (close_sessions) {
+        const size_t n = sessions_.close_owner(client);
+        if (n > 0) spdlog::info("closed {} session(s) of a client that is gone", n);
       }
     }
     try {
@@ -739,7 +759,7 @@ void Scheduler::loop() {
       fail_all(ErrorCode::kInternal, std::string("engine error: ") + e.what());
     }
     const auto now = Clock::now();
-    if (now - last_reap_ > std::chrono::seconds(5)) {
+    if (now - last_reap_ > std::chrono::seconds(1)) {  // cheap; short --session-idle-s works
       last_reap_ = now;
       const size_t n = sessions_.reap_idle(now, std::chrono::seconds(opt_.session_idle_s));
       if (n > 0) spdlog::info("closed {} idle session(s)", n);

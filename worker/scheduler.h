@@ -41,8 +41,9 @@ class Scheduler {
   void stop();
   // Thread-safe. False when the queue is full (the caller replies busy).
   bool submit(Job job);
-  // The client vanished: drop its work without replying.
-  void client_gone(const std::string& client);
+  // The client vanished (or stopped reading): drop its work without replying. With
+  // close_sessions (it is gone for good) its sessions are closed too.
+  void client_gone(const std::string& client, bool close_sessions);
   size_t queued() const { return queued_.load(); }
 
  private:
@@ -80,7 +81,7 @@ class Scheduler {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Job> inbox_;
-  std::vector<std::string> gone_;
+  std::vector<std::pair<std::string, bool>> gone_;  // client, close its sessions
   bool stopping_ = false;
   std::atomic<size_t> queued_{0};
   std::thread thread_;

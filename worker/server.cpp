@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -58,10 +59,17 @@ void Server::bind() {
                  ring_->total_bytes() >> 20, ring_->n_slots());
   }
   router_ = zmq::socket_t(ctx_, zmq::socket_type::router);
+  // Mandatory: a send to a vanished client fails (EHOSTUNREACH) and one to a client whose queue
+  // is full fails (EAGAIN) instead of being dropped silently; both tell us to drop its work.
   router_.set(zmq::sockopt::router_mandatory, 1);
+  // A client that reconnects with its identity (after a timeout) takes its old place over,
+  // keeping its sessions and leases.
+  router_.set(zmq::sockopt::router_handover, 1);
   router_.set(zmq::sockopt::linger, 0);
-  router_.set(zmq::sockopt::sndhwm, 100000);
-  router_.set(zmq::sockopt::rcvhwm, 100000);
+  // Per client: replies queued (bounds what a client that never reads costs us) and requests
+  // queued (past that ZeroMQ stops reading its socket: back-pressure, not memory).
+  router_.set(zmq::sockopt::sndhwm, static_cast<int>(opt_.client_queue));
+  router_.set(zmq::sockopt::rcvhwm, 1000);
   // A transport cap (zmq drops a peer that sends more) well above the protocol's own limit, which
   // gets a readable error reply.
   router_.set(zmq::sockopt::maxmsgsize,
@@ -107,18 +115,32 @@ void Server::send(const std::string& client, const Value& body) {
   try {
     auto r1 =
         router_.send(zmq::buffer(client), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
-    auto r2 = router_.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
-    if (!r1 || !r2) spdlog::warn("client send queue full; dropped a reply");
+    if (!r1) {
+      drop_client(client, false);  // its queue is full: it has stopped reading
+      return;
+    }
+    (void)router_.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
+    if (auto it = last_sent_.find(client); it != last_sent_.end()) it->second = Clock::now();
   } catch (const zmq::error_t& e) {
     if (e.num() == EHOSTUNREACH) {
-      // The client is gone: its work and leases go too.
-      spdlog::debug("client vanished; dropping its work");
-      if (ring_) ring_->release_owner(client);
-      scheduler_->client_gone(client);
+      drop_client(client, true);
     } else {
       spdlog::warn("send failed: {}", e.what());
     }
   }
+}
+
+void Server::drop_client(const std::string& client, bool gone_for_good) {
+  stats_.client_event(gone_for_good ? "gone" : "stalled");
+  if (Clock::now() - last_drop_log_ > std::chrono::seconds(1)) {  // one line a second at most
+    last_drop_log_ = Clock::now();
+    spdlog::warn("a client {}; dropping its work and leases",
+                 gone_for_good ? "vanished" : "stopped reading (reply queue full)");
+  }
+  if (ring_) ring_->release_owner(client);
+  scheduler_->client_gone(client, gone_for_good);
+  inflight_.erase(client);
+  last_sent_.erase(client);
 }
 
 void Server::send_error(const std::string& client, uint64_t id, ErrorCode code,
@@ -133,7 +155,10 @@ bool Server::place_tensors(Outgoing& o, bool force_inline) {
   for (auto& [name, t] : o.tensors) {
     const uint64_t bytes = t.data.size() * sizeof(float);
     const bool fits = ring_ && bytes <= ring_->data_bytes();
-    if (o.shm_ok && fits && !force_inline) {
+    // A client at its lease cap gets the rest inline: it cannot fill the ring for the others.
+    const bool quota = ring_ && ring_->leases_of(o.client) >= opt_.max_leases_per_client;
+    if (o.shm_ok && fits && quota && !force_inline) stats_.shm_event("inline_quota");
+    if (o.shm_ok && fits && !quota && !force_inline) {
       auto a = ring_->allocate(bytes, o.client);
       if (!a) {
         for (uint64_t l : leases) ring_->release(l, o.client);
@@ -176,6 +201,26 @@ void Server::retry_parked(bool force) {
   }
 }
 
+void Server::send_heartbeats() {
+  if (opt_.heartbeat_ms == 0) return;
+  const auto now = Clock::now();
+  const auto every = std::chrono::milliseconds(opt_.heartbeat_ms);
+  std::vector<std::string> due;
+  for (auto it = last_sent_.begin(); it != last_sent_.end();) {
+    if (!inflight_.contains(it->first)) {
+      it = last_sent_.erase(it);  // nothing in flight: nobody waits on us
+      continue;
+    }
+    if (now - it->second >= every) due.push_back(it->first);
+    ++it;
+  }
+  // send() may drop a client (its queue is full: it stopped reading), which edits the maps.
+  for (const auto& client : due) {
+    last_sent_[client] = now;
+    send(client, protocol::heartbeat_message());
+  }
+}
+
 void Server::drain_outbox() {
   std::deque<Outgoing> out;
   {
@@ -183,6 +228,10 @@ void Server::drain_outbox() {
     out.swap(outbox_);
   }
   for (auto& o : out) {
+    if (o.final) {
+      auto it = inflight_.find(o.client);
+      if (it != inflight_.end() && --it->second == 0) inflight_.erase(it);
+    }
     if (!parked_.empty() && !o.tensors.empty()) {
       parked_.push_back({std::move(o), Clock::now() + std::chrono::milliseconds(opt_.shm_wait_ms)});
     } else {
@@ -201,7 +250,10 @@ Value Server::hello_value() const {
                     {"max_new_tokens", Value(l.max_new_tokens)},
                     {"max_stop", Value(l.max_stop)},
                     {"max_stop_bytes", Value(l.max_stop_bytes)},
-                    {"max_leases", Value(l.max_leases)}};
+                    {"max_leases", Value(l.max_leases)},
+                    {"max_sessions_per_client", Value(opt_.max_sessions_per_client)},
+                    {"max_inflight_per_client", Value(opt_.max_inflight_per_client)},
+                    {"max_leases_per_client", Value(opt_.max_leases_per_client)}};
   Value::Map model{{"name", Value(model_.name)},
                    {"n_vocab", Value(hp.n_vocab)},
                    {"n_embd", Value(hp.n_embd)},
@@ -216,6 +268,7 @@ Value Server::hello_value() const {
     shm = Value(Value::Map{{"name", Value(ring_->name())}, {"bytes", Value(ring_->total_bytes())}});
   return Value(Value::Map{{"protocol", Value(protocol::kProtocolVersion)},
                           {"server", Value(kServerVersion)},
+                          {"heartbeat_ms", Value(opt_.heartbeat_ms)},
                           {"shm", std::move(shm)},
                           {"limits", Value(std::move(limits))},
                           {"model", Value(std::move(model))}});
@@ -245,7 +298,9 @@ Value Server::info_value() const {
                                     {"prefill_chunk", Value(opt_.prefill_chunk)},
                                     {"step_token_budget", Value(opt_.step_token_budget)},
                                     {"session_idle_s", Value(opt_.session_idle_s)},
-                                    {"lease_timeout_s", Value(opt_.lease_timeout_s)}}));
+                                    {"lease_timeout_s", Value(opt_.lease_timeout_s)},
+                                    {"heartbeat_ms", Value(opt_.heartbeat_ms)},
+                                    {"client_queue", Value(opt_.client_queue)}}));
   return v;
 }
 
@@ -266,6 +321,10 @@ void Server::handle(const std::string& client, const std::string& body) {
     req = protocol::decode_request(body, opt_.limits);
   } catch (const protocol::RequestError& e) {
     send_error(client, e.id(), e.code(), e.what());
+    return;
+  } catch (const std::exception& e) {  // std::bad_alloc: an error reply, not the end of us
+    spdlog::error("decoding a request: {}", e.what());
+    send_error(client, 0, ErrorCode::kInternal, e.what());
     return;
   }
   stats_.count_request(req.op);
@@ -360,23 +419,35 @@ void Server::handle_request(const std::string& client, protocol::Request req) {
                                                             std::to_string(opt_.limits.max_tokens));
   }
   protocol::validate_for_model(req, shape_, opt_.limits);
-  const uint64_t id = req.id;
+  uint32_t& inflight = inflight_[client];
+  if (inflight >= opt_.max_inflight_per_client && req.op != Op::kCancel) {
+    throw protocol::ProtocolError(ErrorCode::kQuotaExceeded,
+                                  "this client has " + std::to_string(inflight) +
+                                      " requests in flight (--max-inflight-per-client); wait "
+                                      "for some replies");
+  }
   if (!scheduler_->submit(Job{client, std::move(req), received})) {
+    if (inflight == 0) inflight_.erase(client);
     if (stop_.load())
       throw protocol::ProtocolError(ErrorCode::kShuttingDown, "the worker is shutting down");
     throw protocol::ProtocolError(ErrorCode::kBusy, "request queue is full; retry later");
   }
-  (void)id;
+  inflight += 1;
+  // The clock of its heartbeats starts now: a reply within heartbeat_ms needs none.
+  if (opt_.heartbeat_ms > 0) last_sent_.try_emplace(client, Clock::now());
 }
 
 void Server::run() {
   if (!bound_) bind();
   auto last_expire = Clock::now();
+  // Wake often enough to keep heartbeats within about half an interval of their time.
+  const int64_t poll_ms =
+      opt_.heartbeat_ms > 0 ? std::clamp<int64_t>(opt_.heartbeat_ms / 2, 1, 100) : 100;
   while (!stop_.load()) {
     zmq::pollitem_t items[] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
                                {wake_pull_.handle(), 0, ZMQ_POLLIN, 0}};
     try {
-      zmq::poll(items, 2, std::chrono::milliseconds(parked_.empty() ? 100 : 1));
+      zmq::poll(items, 2, std::chrono::milliseconds(parked_.empty() ? poll_ms : 1));
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;  // a signal: the loop condition sees stop_
       throw;
@@ -398,7 +469,11 @@ void Server::run() {
           send_error(client, 0, ErrorCode::kBadMessage, "expected exactly one msgpack frame");
           continue;
         }
-        handle(client, frames[0]);
+        try {
+          handle(client, frames[0]);
+        } catch (const std::exception& e) {  // e.g. bad_alloc encoding a reply: keep serving
+          spdlog::error("handling a request: {}", e.what());
+        }
       }
     }
     if (items[1].revents & ZMQ_POLLIN) {
@@ -406,8 +481,13 @@ void Server::run() {
       while (wake_pull_.recv(m, zmq::recv_flags::dontwait)) {
       }
     }
-    drain_outbox();
-    retry_parked(false);
+    try {
+      drain_outbox();
+      retry_parked(false);
+      send_heartbeats();
+    } catch (const std::exception& e) {
+      spdlog::error("sending replies: {}", e.what());
+    }
     if (ring_ && Clock::now() - last_expire > std::chrono::seconds(1)) {
       last_expire = Clock::now();
       const size_t n = ring_->expire();

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <zmq.hpp>
 
 #include "engine/backend.h"
@@ -49,10 +50,14 @@ class Server {
   void deliver(Outgoing o, bool force_inline);
   bool place_tensors(Outgoing& o, bool force_inline);
   void send(const std::string& client, const protocol::Value& body);
+  // The client is gone (gone_for_good: unreachable) or has stopped reading (its queue is full):
+  // drop its work and leases; sessions too when it is gone for good.
+  void drop_client(const std::string& client, bool gone_for_good);
   void send_error(const std::string& client, uint64_t id, protocol::ErrorCode code,
                   const std::string& msg);
   void drain_outbox();
   void retry_parked(bool force);
+  void send_heartbeats();
   protocol::Value hello_value() const;
   protocol::Value info_value() const;
   protocol::Value stats_value() const;
@@ -78,6 +83,11 @@ class Server {
     Clock::time_point deadline;
   };
   std::deque<Parked> parked_;  // waiting for ring space
+  // Requests of each client queued or running (server thread only), for the per-client cap.
+  std::unordered_map<std::string, uint32_t> inflight_;
+  // When each client with requests in flight last got a message from us (for heartbeats).
+  std::unordered_map<std::string, Clock::time_point> last_sent_;
+  Clock::time_point last_drop_log_{};
   std::atomic<bool> stop_{false};
   bool bound_ = false;
 };

@@ -1,9 +1,12 @@
 #include "worker/sessions.h"
 
+#include <sys/random.h>
+
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 
-#include "protocol/shm_ring.h"
+#include "protocol/messages.h"
 
 namespace rwkvd::worker {
 
@@ -22,19 +25,28 @@ void SlotPool::release(uint32_t slot) {
   free_.push_back(slot);
 }
 
-Sessions::Sessions(engine::Backend& backend, SlotPool& slots)
-    : backend_(backend), slots_(slots), key_(std::stoull(protocol::random_hex(8), nullptr, 16)) {}
+Sessions::Sessions(engine::Backend& backend, SlotPool& slots, uint32_t max_per_owner)
+    : backend_(backend), slots_(slots), max_per_owner_(max_per_owner) {}
 
-Session& Sessions::open(std::optional<std::vector<float>> state) {
+Session& Sessions::open(const std::string& owner, std::optional<std::vector<float>> state) {
+  const auto it = per_owner_.find(owner);
+  if ((it == per_owner_.end() ? 0 : it->second) >= max_per_owner_) {
+    throw protocol::ProtocolError(protocol::ErrorCode::kQuotaExceeded,
+                                  "this client already holds " + std::to_string(max_per_owner_) +
+                                      " sessions (--max-sessions-per-client); close some");
+  }
   auto s = std::make_unique<Session>();
-  // Ids are not guessable (a bijective mix of a counter with a random key) and stay below 2^53
-  // so that every client language holds them exactly.
+  // Ids come from the kernel's CSPRNG: knowing your own ids tells nothing of the next (a mixed
+  // counter could be inverted). Below 2^53 so that every client language holds them exactly.
   do {
-    uint64_t z = key_ + ++counter_ * 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    s->id = (z ^ (z >> 31)) & ((uint64_t{1} << 53) - 1);
+    uint64_t r = 0;
+    if (::getrandom(&r, sizeof r, 0) != static_cast<ssize_t>(sizeof r)) {
+      throw std::runtime_error("getrandom failed");
+    }
+    s->id = r & ((uint64_t{1} << 53) - 1);
   } while (s->id == 0 || map_.count(s->id) != 0);
+  s->owner = owner;
+  per_owner_[owner] += 1;
   if (state) {
     s->where = Session::Where::kHost;
     s->host = std::move(*state);
@@ -50,11 +62,32 @@ Session* Sessions::find(uint64_t id) {
   return it == map_.end() ? nullptr : it->second.get();
 }
 
+Session* Sessions::find_owned(uint64_t id, const std::string& owner) {
+  Session* s = find(id);
+  return s != nullptr && s->owner == owner && !s->orphaned ? s : nullptr;
+}
+
 void Sessions::close(uint64_t id) {
   auto it = map_.find(id);
   if (it == map_.end()) return;
   if (it->second->where == Session::Where::kSlot) slots_.release(it->second->slot);
+  auto held = per_owner_.find(it->second->owner);
+  if (held != per_owner_.end() && --held->second == 0) per_owner_.erase(held);
   map_.erase(it);
+}
+
+size_t Sessions::close_owner(const std::string& owner) {
+  std::vector<uint64_t> idle;
+  for (auto& [id, s] : map_) {
+    if (s->owner != owner) continue;
+    if (s->busy) {
+      s->orphaned = true;
+    } else {
+      idle.push_back(id);
+    }
+  }
+  for (uint64_t id : idle) close(id);
+  return idle.size();
 }
 
 bool Sessions::evict_one() {
@@ -82,15 +115,28 @@ bool Sessions::make_resident(Session& s) {
   if (s.where == Session::Where::kSlot) return true;
   const bool was_busy = s.busy;
   s.busy = true;  // not its own eviction victim
-  auto slot = acquire_slot();
+  std::optional<uint32_t> slot;
+  try {
+    slot = acquire_slot();  // may evict another session: a state read that can fail
+  } catch (...) {
+    s.busy = was_busy;  // else it would look busy forever and never run again
+    throw;
+  }
   s.busy = was_busy;
   if (!slot) return false;
+  try {
+    if (s.where == Session::Where::kHost) {
+      backend_.write_state(*slot, s.host);
+    } else {
+      backend_.reset_state(*slot);
+    }
+  } catch (...) {
+    slots_.release(*slot);  // the session stays where it was; the slot must not leak
+    throw;
+  }
   if (s.where == Session::Where::kHost) {
-    backend_.write_state(*slot, s.host);
     s.host.clear();
     s.host.shrink_to_fit();
-  } else {
-    backend_.reset_state(*slot);
   }
   s.slot = *slot;
   s.where = Session::Where::kSlot;
@@ -98,18 +144,34 @@ bool Sessions::make_resident(Session& s) {
 }
 
 Session& Sessions::fork(Session& src) {
-  Session& dst = open(std::nullopt);
+  Session& dst = open(src.owner, std::nullopt);
   dst.position = src.position;
+  try {
+    copy_into(src, dst);
+  } catch (...) {
+    close(dst.id);  // a failed copy leaves no half-made session (or its slot) behind
+    throw;
+  }
+  return dst;
+}
+
+void Sessions::copy_into(Session& src, Session& dst) {
   if (src.where == Session::Where::kSlot) {
     const bool was_busy = src.busy;
     src.busy = true;
-    auto slot = acquire_slot();
+    std::optional<uint32_t> slot;
+    try {
+      slot = acquire_slot();
+    } catch (...) {
+      src.busy = was_busy;
+      throw;
+    }
     src.busy = was_busy;
     if (slot && src.where == Session::Where::kSlot) {
-      backend_.copy_state(src.slot, *slot);
-      dst.slot = *slot;
+      dst.slot = *slot;  // owned by dst first, so close(dst) frees it if the copy throws
       dst.where = Session::Where::kSlot;
-      return dst;
+      backend_.copy_state(src.slot, *slot);
+      return;
     }
     if (slot) slots_.release(*slot);
   }
@@ -121,7 +183,6 @@ Session& Sessions::fork(Session& src) {
     backend_.read_state(src.slot, dst.host);
     dst.where = Session::Where::kHost;
   }
-  return dst;
 }
 
 std::vector<float> Sessions::read_state(Session& s) {

@@ -1,7 +1,9 @@
 #pragma once
 // Backend state slots and the sessions that hold them. A session's state lives in a slot while
 // it is in use and may be moved out to host memory (evicted, least recently used first) when a
-// slot is needed elsewhere, so there can be more sessions than slots. Engine thread only.
+// slot is needed elsewhere, so there can be more sessions than slots. Each session belongs to
+// the client that opened it: another client's id is as unknown as a closed one, and a client
+// may hold only so many. Engine thread only.
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -31,6 +33,8 @@ class SlotPool {
 struct Session {
   enum class Where { kZero, kHost, kSlot };
   uint64_t id = 0;
+  std::string owner;      // the client's routing identity
+  bool orphaned = false;  // its client is gone: close it once the running task lets go
   Where where = Where::kZero;
   uint32_t slot = 0;        // valid when where == kSlot
   std::vector<float> host;  // valid when where == kHost
@@ -41,12 +45,20 @@ struct Session {
 
 class Sessions {
  public:
-  Sessions(engine::Backend& backend, SlotPool& slots);
+  Sessions(engine::Backend& backend, SlotPool& slots, uint32_t max_per_owner);
 
-  Session& open(std::optional<std::vector<float>> state);
+  // Throws ProtocolError(kQuotaExceeded) when the owner already holds max_per_owner sessions.
+  Session& open(const std::string& owner, std::optional<std::vector<float>> state);
+  // Any session, whoever owns it (the scheduler's own bookkeeping).
   Session* find(uint64_t id);
+  // The session if `owner` holds it, else nullptr: a client cannot tell another's from none.
+  Session* find_owned(uint64_t id, const std::string& owner);
   void close(uint64_t id);
-  // A new session with a copy of src's state (copy_state when both are resident).
+  // The owner is gone: closes its idle sessions now and marks busy ones orphaned (the scheduler
+  // closes those when their task ends). Returns how many were closed now.
+  size_t close_owner(const std::string& owner);
+  // A new session of src's owner with a copy of src's state (copy_state when both are
+  // resident); the owner's quota applies.
   Session& fork(Session& src);
   // Puts the session's state in a slot; may evict others. False when no slot can be freed.
   bool make_resident(Session& s);
@@ -60,11 +72,12 @@ class Sessions {
 
  private:
   bool evict_one();
+  void copy_into(Session& src, Session& dst);
   engine::Backend& backend_;
   SlotPool& slots_;
   std::unordered_map<uint64_t, std::unique_ptr<Session>> map_;
-  uint64_t key_;
-  uint64_t counter_ = 0;
+  std::unordered_map<std::string, uint32_t> per_owner_;
+  uint32_t max_per_owner_;
 };
 
 }  // namespace rwkvd::worker

@@ -105,6 +105,11 @@ void Stats::shm_event(const char* what) {
   shm_[what] += 1;
 }
 
+void Stats::client_event(const char* what) {
+  std::lock_guard lock(mu_);
+  clients_[what] += 1;
+}
+
 void Stats::set_engine_gauges(uint64_t queued, uint64_t active, uint64_t sessions,
                               uint64_t slots_used) {
   std::lock_guard lock(mu_);
@@ -160,7 +165,8 @@ Value Stats::to_value(Value::Map extra) const {
                                    {"entries", Value(prefix_entries_)},
                                    {"bytes", Value(prefix_bytes_)},
                                    {"budget_bytes", Value(prefix_budget_)}})},
-                 {"shm", Value(std::move(shm))}});
+                 {"shm", Value(std::move(shm))},
+                 {"clients", counts(clients_)}});
 }
 
 }  // namespace rwkvd::worker

@@ -53,6 +53,8 @@ class Stats {
   void prefix_lookup(bool hit);
   void set_prefix_cache(uint64_t entries, uint64_t bytes, uint64_t budget);
   void shm_event(const char* what);  // "allocations", "inline_fallbacks", "waits", "expired"
+  // "gone" (vanished with work in flight), "stalled" (stopped reading: its queue filled).
+  void client_event(const char* what);
   // Gauges the engine thread publishes once per loop.
   void set_engine_gauges(uint64_t queued, uint64_t active, uint64_t sessions, uint64_t slots_used);
 
@@ -63,7 +65,7 @@ class Stats {
  private:
   mutable std::mutex mu_;
   std::chrono::steady_clock::time_point start_;
-  std::map<std::string, uint64_t> requests_, errors_, shm_;
+  std::map<std::string, uint64_t> requests_, errors_, shm_, clients_;
   std::map<std::string, LatencyWindow> latency_;
   Histogram embed_sequences_, embed_requests_, gen_sequences_;
   uint64_t embed_tokens_ = 0, gen_tokens_in_ = 0, gen_tokens_out_ = 0;

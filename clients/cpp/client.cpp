@@ -1,11 +1,13 @@
 #include "clients/cpp/client.h"
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <zmq.hpp>
 
 #include "protocol/codec.h"
 #include "protocol/endpoint.h"
+#include "protocol/ring_view.h"
 #include "protocol/shm_ring.h"
 
 namespace rwkvd::client {
@@ -60,29 +62,63 @@ const Value& need(const Value& body, const char* key) {
 
 struct Client::Impl {
   zmq::context_t ctx{1};
-  zmq::socket_t sock{ctx, zmq::socket_type::dealer};
+  zmq::socket_t sock;
+  // Our identity at the worker, which owns our leases and sessions by it. Random (not
+  // guessable) and kept across socket resets, so a reconnect to the same worker keeps both.
+  std::string routing_id = "c" + protocol::random_hex(16);
+  std::string endpoint;
   std::chrono::milliseconds timeout;
   bool use_shm;
   bool said_hello = false;
+  // kHeartbeatLiveness heartbeat intervals of the worker we said hello to (0: it sends none, or
+  // no hello yet): silence that long while waiting means the worker is gone.
+  std::chrono::milliseconds liveness{0};
   uint64_t next_id = 1;
   std::shared_ptr<protocol::ShmReader> reader;
   std::shared_ptr<PendingReleases> pending = std::make_shared<PendingReleases>();
+
+  // A fresh DEALER: nothing queued for a dead worker survives, and the next call says hello
+  // again (mapping the ring of whichever worker now listens on the endpoint).
+  void reset() {
+    if (sock) sock.close();  // linger 0 (set below): queued requests are dropped
+    sock = zmq::socket_t(ctx, zmq::socket_type::dealer);
+    sock.set(zmq::sockopt::linger, 0);
+    sock.set(zmq::sockopt::routing_id, routing_id);
+    sock.connect(endpoint);
+    forget_ring();
+  }
+  void forget_ring() {
+    reader.reset();
+    said_hello = false;
+    liveness = std::chrono::milliseconds(0);
+  }
 };
 
 Client::Client(std::string endpoint, std::chrono::milliseconds timeout, bool use_shm)
     : impl_(std::make_unique<Impl>()),
       endpoint_(endpoint.empty() ? protocol::default_endpoint() : std::move(endpoint)) {
+  impl_->endpoint = endpoint_;
   impl_->timeout = timeout;
   impl_->use_shm = use_shm;
-  impl_->sock.set(zmq::sockopt::linger, 200);
-  impl_->sock.connect(endpoint_);
+  impl_->reset();
 }
 
 Client::~Client() {
+  // Hand back what we hold without waiting for the answer: a dead worker must not make a
+  // destructor block for the whole timeout. If it is lost, the lease timeout reclaims it.
   try {
-    flush_releases();
+    Request req;
+    req.op = Op::kRelease;
+    {
+      std::lock_guard lock(impl_->pending->mu);
+      req.leases.swap(impl_->pending->ids);
+    }
+    if (req.leases.empty()) return;
+    req.id = impl_->next_id++;
+    const std::string bytes = protocol::encode_request(req);
+    impl_->sock.set(zmq::sockopt::linger, 200);
+    (void)impl_->sock.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
   } catch (...) {
-    // The worker may be gone; its lease timeout reclaims what we held.
   }
 }
 
@@ -93,6 +129,9 @@ bool Client::shm_mapped() const {
 protocol::Reply Client::call(Request& req,
                              const std::function<void(const protocol::Reply&)>& on_more) {
   req.id = impl_->next_id++;
+  // A ring whose worker has exited belongs to a worker that was restarted under us: stop asking
+  // for shm tensors until a hello maps the new one.
+  if (impl_->reader && !impl_->reader->worker_alive()) impl_->forget_ring();
   req.shm = impl_->reader != nullptr;
   {
     std::lock_guard lock(impl_->pending->mu);
@@ -101,20 +140,40 @@ protocol::Reply Client::call(Request& req,
   }
   const std::string bytes = protocol::encode_request(req);
   impl_->sock.send(zmq::buffer(bytes), zmq::send_flags::none);
+  // The timeout is per message of this request: a long stream is fine as long as chunks come.
+  // Heartbeats do not extend it (a stuck engine still times out), but their absence ends the
+  // wait early: a worker that says nothing for `liveness` is dead, not slow.
+  using SteadyClock = std::chrono::steady_clock;
+  const auto liveness = impl_->liveness;
+  auto deadline = SteadyClock::now() + impl_->timeout;
+  auto alive_until = liveness.count() > 0 ? SteadyClock::now() + liveness : deadline;
   for (;;) {
+    const bool dead_first = alive_until < deadline;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::min(deadline, alive_until) - SteadyClock::now());
     zmq::pollitem_t item{impl_->sock.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, impl_->timeout);
+    zmq::poll(&item, 1, std::max(left, std::chrono::milliseconds(0)));
     if (!(item.revents & ZMQ_POLLIN)) {
+      // The worker is gone or stuck. Start over on a fresh socket so the next call reaches a
+      // restarted worker without stale requests queued ahead of it.
+      impl_->reset();
+      if (dead_first) {
+        throw TimeoutError("no reply and no heartbeat from " + endpoint_ + " for " +
+                           std::to_string(liveness.count()) + " ms: the worker is gone");
+      }
       throw TimeoutError("no reply from " + endpoint_ + " within " +
                          std::to_string(impl_->timeout.count()) + " ms");
     }
     zmq::message_t msg;
     (void)impl_->sock.recv(msg, zmq::recv_flags::none);
     protocol::Reply r = protocol::decode_reply(msg.to_string_view());
+    if (liveness.count() > 0) alive_until = SteadyClock::now() + liveness;  // a sign of life
+    if (r.heartbeat) continue;
     if (r.id != req.id && r.id != 0) continue;  // a late reply to an earlier, timed-out call
     if (!r.ok) throw WorkerError(r.code, r.message);
     if (r.more) {
       if (on_more) on_more(r);
+      deadline = std::chrono::steady_clock::now() + impl_->timeout;
       continue;
     }
     return r;
@@ -125,15 +184,28 @@ Tensor Client::to_tensor(const Value& v) {
   const protocol::TensorDesc d = protocol::parse_tensor(v);
   Tensor t;
   t.shape = d.shape;
-  t.count_ = d.numel();
   if (d.shm) {
     if (!impl_->reader) throw std::runtime_error("worker sent a shm tensor to an unmapped client");
-    t.ptr_ = impl_->reader->resolve(*d.shm);
+    std::span<const float> f;
+    try {
+      f = protocol::tensor_floats(d, &impl_->reader->view());
+    } catch (const protocol::ProtocolError& e) {
+      // Not in our mapping: maybe a new worker with a new ring. Say hello again next time, and
+      // hand the lease back (unknown ids are ignored in piggy-backed releases).
+      if (e.code() == protocol::ErrorCode::kUnknownLease) impl_->forget_ring();
+      std::lock_guard lock(impl_->pending->mu);
+      impl_->pending->ids.push_back(d.shm->lease);
+      throw;
+    }
+    t.ptr_ = f.data();
+    t.count_ = f.size();
     t.lease_ = std::make_shared<LeaseHandle>(d.shm->lease, impl_->reader, impl_->pending);
   } else {
-    t.owned_.resize(t.count_);
-    std::memcpy(t.owned_.data(), d.data->data(), t.count_ * sizeof(float));
+    const std::span<const float> f = protocol::tensor_floats(d, nullptr);  // checks the count
+    t.owned_.resize(f.size());
+    std::memcpy(t.owned_.data(), d.data->data(), f.size_bytes());
     t.ptr_ = t.owned_.data();
+    t.count_ = t.owned_.size();
   }
   return t;
 }
@@ -142,8 +214,13 @@ Value Client::hello() {
   Request req;
   req.op = Op::kHello;
   Value body = call(req).body;
-  if (!impl_->said_hello && impl_->use_shm) {
+  // Workers that heartbeat say how often; an absurd interval is capped at an hour.
+  const Value* hb = body.find("heartbeat_ms");
+  const uint64_t hb_ms = hb != nullptr ? std::min<uint64_t>(hb->as_uint("heartbeat_ms"), 3600000) : 0;
+  impl_->liveness = std::chrono::milliseconds(hb_ms * protocol::kHeartbeatLiveness);
+  if (!impl_->said_hello) {
     impl_->said_hello = true;
+    if (!impl_->use_shm) return body;
     if (const Value* shm = body.find("shm"); shm != nullptr && !shm->is_nil()) {
       try {
         impl_->reader = protocol::ShmReader::open(need(*shm, "name").as_str());
@@ -184,7 +261,7 @@ std::string Client::detokenize(const std::vector<int32_t>& tokens) {
 GenerateResult Client::generate(const protocol::Input& prompt, const GenerateOptions& options,
                                 const std::function<void(const Chunk&)>& on_chunk,
                                 uint64_t session) {
-  if (!impl_->said_hello && impl_->use_shm) hello();
+  if (!impl_->said_hello) hello();
   Request req;
   req.op = Op::kGenerate;
   req.inputs.push_back(prompt);
@@ -212,7 +289,7 @@ GenerateResult Client::generate(const protocol::Input& prompt, const GenerateOpt
 }
 
 Tensor Client::embed(const std::vector<protocol::Input>& inputs) {
-  if (!impl_->said_hello && impl_->use_shm) hello();
+  if (!impl_->said_hello) hello();
   Request req;
   req.op = Op::kEmbed;
   req.inputs = inputs;
@@ -249,7 +326,7 @@ uint64_t Client::session_feed(uint64_t session, const protocol::Input& input) {
 }
 
 Tensor Client::session_state(uint64_t session) {
-  if (!impl_->said_hello && impl_->use_shm) hello();
+  if (!impl_->said_hello) hello();
   Request req;
   req.op = Op::kSessionState;
   req.session = session;
@@ -265,7 +342,7 @@ void Client::session_set_state(uint64_t session, std::span<const float> state) {
 }
 
 Tensor Client::session_embed(uint64_t session, const protocol::Input& input) {
-  if (!impl_->said_hello && impl_->use_shm) hello();
+  if (!impl_->said_hello) hello();
   Request req;
   req.op = Op::kEmbed;
   req.session = session;
@@ -274,7 +351,7 @@ Tensor Client::session_embed(uint64_t session, const protocol::Input& input) {
 }
 
 ForwardResult Client::forward(const protocol::Input& input, const ForwardOptions& options) {
-  if (!impl_->said_hello && impl_->use_shm) hello();
+  if (!impl_->said_hello) hello();
   Request req;
   req.op = Op::kForward;
   req.inputs.push_back(input);

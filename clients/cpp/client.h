@@ -29,7 +29,11 @@ class WorkerError : public std::runtime_error {
   protocol::ErrorCode code_;
 };
 
-// No reply within the timeout (the worker is gone, stuck, or the request was dropped).
+// No reply within the timeout (the worker is gone, stuck, or the request was dropped), or no
+// message at all, heartbeats included, for 3 of the worker's heartbeat intervals (it is gone:
+// seconds, not the whole timeout; PROTOCOL.md, Heartbeats). The client then starts over on a fresh socket with the same identity: the next call reaches
+// whichever worker listens on the endpoint (a restarted one included) without reconnecting by
+// hand, and keeps its sessions and leases if it is the same worker.
 class TimeoutError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

@@ -382,6 +382,7 @@ class CpuBackend final : public Backend {
 
 std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const Rwkv7Model> model,
                                           const BackendOptions& options) {
+  check_slot_count(model->hparams(), options.n_slots);
   return std::make_unique<CpuBackend>(std::move(model), options);
 }
 

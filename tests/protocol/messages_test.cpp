@@ -64,6 +64,13 @@ TEST(Codec, RejectsGarbageTrailingBytesAndLimits) {
   Value deep(1);
   for (int i = 0; i < 20; ++i) deep = Value(Value::Array{deep});
   EXPECT_THROW(decode(encode(deep)), ProtocolError);
+  // An extension type is a message we do not speak (bad_message), not a size problem.
+  try {
+    decode(std::string("\xd4\x05\x01", 3));  // fixext1, type 5
+    FAIL();
+  } catch (const ProtocolError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kBadMessage);
+  }
 }
 
 TEST(Request, RoundTripGenerate) {
@@ -213,6 +220,17 @@ TEST(Request, ValidateForModel) {
     FAIL();
   } catch (const ProtocolError& e) {
     EXPECT_EQ(e.code(), ErrorCode::kBadState);
+  }
+  // Right length, but not a state: NaN or inf would poison everything after it.
+  for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
+    r.state = std::vector<float>(10, 0.5f);
+    (*r.state)[7] = bad;
+    try {
+      validate_for_model(r, shape);
+      ADD_FAILURE() << "accepted";
+    } catch (const ProtocolError& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kBadState);
+    }
   }
 }
 

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator, List
+from typing import Iterator, List, Optional
 
 import pytest
 
@@ -43,11 +43,12 @@ def require(path: Path, what: str) -> Path:
 class Worker:
     """A running `rwkvd serve`; stop() sends SIGTERM and waits."""
 
-    def __init__(self, model: Path, extra: List[str]) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="rwkvd-py-"))
+    def __init__(self, model: Path, extra: List[str], directory: Optional[Path] = None) -> None:
+        # The same directory means the same endpoint: how a test restarts a worker.
+        self.dir = directory or Path(tempfile.mkdtemp(prefix="rwkvd-py-"))
         os.chmod(self.dir, 0o700)
         self.endpoint = f"ipc://{self.dir}/w.sock"
-        self.log = open(self.dir / "serve.log", "w+")
+        self.log = open(self.dir / "serve.log", "a+")
         binary = require(build_dir() / "tools" / "rwkvd", "rwkvd binary")
         self.proc = subprocess.Popen(
             [str(binary), "serve", "--model", str(model), "--endpoint", self.endpoint,
@@ -76,6 +77,18 @@ class Worker:
         kw.setdefault("timeout", 30)
         return rwkvd.Client(self.endpoint, **kw)
 
+    def stats(self) -> dict:
+        with self.client(timeout=10) as c:
+            return c.stats()
+
+    def rss(self) -> int:
+        """The worker's resident set (VmRSS) in bytes."""
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        raise RuntimeError("no VmRSS")
+
     def stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -85,6 +98,10 @@ class Worker:
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
+
+
+def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "soak: the bounded soak (runs in CI; -m 'not soak' skips it)")
 
 
 @pytest.fixture(scope="module")

@@ -124,7 +124,7 @@ def test_run_advances_the_session_state_like_feed(model, plain, seq64):
     np.testing.assert_array_equal(model.run([5, 6]), nxt)
 
 
-def test_back_state_is_zero_copy_and_to_list_matches(model, plain, seq64):
+def test_back_state_is_zero_copy_and_to_list_matches(model, seq64):
     model.run(seq64)
     st = model.back_state(StateDevice.Cpu)
     assert isinstance(st, BackedState) and st.shape == STATE_SHAPE
@@ -141,9 +141,10 @@ def test_back_state_is_zero_copy_and_to_list_matches(model, plain, seq64):
     flat = st.to_list(flat=True)
     assert len(flat) == 3 * 66 * 256
     np.testing.assert_array_equal(np.array(flat, dtype=np.float32), arr.reshape(-1))
-    # ... and equals what the plain client reads from the same session.
+    # ... and equals what the plain client API reads from the same session (through the runner's
+    # own connection: sessions belong to the client that opened them).
     from rwkvd import Session
-    np.testing.assert_array_equal(arr, Session(plain, model.session.id).state())
+    np.testing.assert_array_equal(arr, Session(model.client, model.session.id).state())
     owned = st.copy()
     assert owned.to_numpy().flags.owndata and np.array_equal(owned.to_numpy(), arr)
 

@@ -28,8 +28,9 @@ def test_state_is_a_view_of_the_segment(worker):
             assert any(b is ring for b in _chain(st)), "base chain does not reach the mapping"
             assert not st.flags.writeable  # mapped read-only: nobody scribbles on the ring
             assert not st.flags.owndata
-            with worker.client(use_shm=False) as inline:
-                other = inline.call("session_state", session=s.id)
+            # Sessions belong to their client: the inline client gets its own with this state.
+            with worker.client(use_shm=False) as inline, inline.session(st) as s2:
+                other = inline.call("session_state", session=s2.id)
                 assert "data" in other["state"]  # really inline
                 np.testing.assert_array_equal(inline._tensor(other["state"]), st)
 
@@ -48,8 +49,8 @@ def test_state_timing_shm_vs_inline(worker, capsys):
     with worker.client() as shm_client, worker.client(use_shm=False) as inline_client:
         with shm_client.session() as s:
             s.feed("timing " * 50)
-            from rwkvd.client import Session
-            s_inline = Session(inline_client, s.id)
+            # Sessions belong to their client: the inline one reads its own copy of the state.
+            s_inline = inline_client.session(s.state())
             for _ in range(5):  # warm up both paths
                 _time_states(shm_client, s, 1)
                 _time_states(inline_client, s_inline, 1)
@@ -62,3 +63,43 @@ def test_state_timing_shm_vs_inline(worker, capsys):
                       f"shm {t_shm * 1e6:.0f} us, inline {t_inline * 1e6:.0f} us "
                       f"({t_inline / t_shm:.2f}x)")
             assert shm_client.stats()["shm"]["events"].get("inline_fallbacks", 0) == 0
+
+
+def test_client_rejects_shm_references_outside_the_ring(worker):
+    """A reply's shm reference is checked before numpy is pointed at the mapping."""
+    import pytest
+    from rwkvd import ErrorCode, ProtocolViolation, WorkerError
+
+    with worker.client() as c:
+        c.hello()
+        r = c.call("embed", text="reference")
+        t = r["embeddings"]
+        ref, shape = dict(t["shm"]), t["shape"]
+        ring = c._ring
+        ring.check(ref, shape)  # the real one passes
+        end = ring.data_offset + ring.data_bytes
+        bad = [
+            dict(ref, offset=8),                               # inside the header
+            dict(ref, offset=end),                             # past the data area
+            dict(ref, offset=end - 4, bytes=ref["bytes"]),     # runs off the end
+            dict(ref, offset=2 ** 64 - 8),                     # would wrap in C
+            dict(ref, offset=ref["offset"] + 2),               # misaligned
+            dict(ref, bytes=ref["bytes"] + 4),                 # not the shape's size
+            dict(ref, slot=ring.n_slots),                      # no such slot
+            dict(ref, slot=-1),
+            dict(ref, lease="x"),                              # malformed
+        ]
+        for b in bad:
+            with pytest.raises(ProtocolViolation):
+                ring.check(b, shape)
+        with pytest.raises(ProtocolViolation):
+            ring.check(ref, [2 ** 62, 2])  # a shape that does not match the bytes
+        for stale in (dict(ref, generation=ref["generation"] + 1), dict(ref, lease=ref["lease"] ^ 1)):
+            with pytest.raises(WorkerError) as e:
+                ring.check(stale, shape)
+            assert e.value.code == ErrorCode.UNKNOWN_LEASE
+        # And through the client: a bad reference in a reply raises, never reads.
+        with pytest.raises(ProtocolViolation):
+            c._tensor({"dtype": "f32", "shape": shape, "shm": dict(ref, offset=end)})
+        assert ref["lease"] in c._pending  # the client gives a lease it could not use back
+        c.release_now()

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "clients/cpp/client.h"
@@ -42,9 +43,10 @@ class WorkerTest : public ::testing::Test {
     engine::BackendOptions bo;
     bo.n_slots = 8;
     bo.n_threads = 2;
-    server_ = std::make_unique<worker::Server>(
-        engine::make_cpu_backend(engine::Rwkv7Model::load(model.string()), bo),
-        std::make_shared<ByteCodec>(), opt, worker::ModelInfo{"test", model.string(), 0});
+    auto backend = engine::make_cpu_backend(engine::Rwkv7Model::load(model.string()), bo);
+    if (wrap_backend_) backend = wrap_backend_(std::move(backend));
+    server_ = std::make_unique<worker::Server>(std::move(backend), std::make_shared<ByteCodec>(),
+                                               opt, worker::ModelInfo{"test", model.string(), 0});
     server_->bind();
     thread_ = std::thread([this] { server_->run(); });
     engine::BackendOptions ro;
@@ -80,6 +82,8 @@ class WorkerTest : public ::testing::Test {
     return s;
   }
 
+  // Set before start() to put something between the worker and its backend (fault injection).
+  std::function<std::unique_ptr<engine::Backend>(std::unique_ptr<engine::Backend>)> wrap_backend_;
   std::filesystem::path dir_;
   std::string endpoint_;
   std::unique_ptr<worker::Server> server_;

@@ -4,7 +4,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from typing import Optional
+from typing import Optional, Sequence
 
 from .errors import ProtocolViolation, WorkerError, ErrorCode
 
@@ -28,7 +28,9 @@ class Ring:
         (magic, version, header_bytes, total, data_offset, data_bytes, n_slots, slot_bytes,
          pid) = HEADER.unpack_from(self.mm, 0)
         if (magic != MAGIC or version != VERSION or header_bytes != HEADER.size
-                or slot_bytes != SLOT.size or total > size or data_offset + data_bytes > size):
+                or slot_bytes != SLOT.size or total > size or n_slots == 0
+                or HEADER.size + n_slots * SLOT.size > data_offset
+                or data_offset + data_bytes > total):
             raise ProtocolViolation(f"{path} is not an rwkvd v{VERSION} ring")
         self.name = name
         self.n_slots = n_slots
@@ -36,18 +38,41 @@ class Ring:
         self.data_bytes = data_bytes
         self.pid = pid
 
-    def check(self, ref: dict) -> None:
-        """Raise unless the slot table still holds this lease at this generation."""
-        slot = ref["slot"]
-        if slot >= self.n_slots:
+    def check(self, ref: dict, shape: Sequence[int]) -> None:
+        """Raise unless `ref` lies in the data area, matches `shape` (float32) and the slot table
+        still holds this lease at this generation. A reply is untrusted input: every field is
+        checked before numpy is pointed at the mapping."""
+        try:
+            slot, lease, generation = int(ref["slot"]), int(ref["lease"]), int(ref["generation"])
+            offset, nbytes = int(ref["offset"]), int(ref["bytes"])
+            count = 1
+            for d in shape:
+                if int(d) < 0:
+                    raise ValueError("negative dimension")
+                count *= int(d)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ProtocolViolation(f"malformed shm reference: {e}") from None
+        if not 0 <= slot < self.n_slots:
             raise ProtocolViolation(f"slot {slot} outside the ring")
-        lease, generation, state, offset, _ = SLOT.unpack_from(self.mm, HEADER.size + slot * SLOT.size)
-        if (state != 1 or lease != ref["lease"] or generation != ref["generation"]
-                or offset != ref["offset"]):
+        if (offset < self.data_offset or nbytes < 0 or offset % 4 != 0 or nbytes != 4 * count
+                or offset + nbytes > self.data_offset + self.data_bytes):
+            raise ProtocolViolation("shm reference outside the data area or of the wrong size")
+        s_lease, s_gen, state, s_off, s_bytes = SLOT.unpack_from(
+            self.mm, HEADER.size + slot * SLOT.size)
+        if (state != 1 or s_lease != lease or s_gen != generation or s_off != offset
+                or s_bytes != nbytes):
             raise WorkerError(ErrorCode.UNKNOWN_LEASE, "unknown_lease",
-                              f"lease {ref['lease']} is no longer current")
-        if offset < self.data_offset or offset + ref["bytes"] > self.data_offset + self.data_bytes:
-            raise ProtocolViolation("shm reference outside the data area")
+                              f"lease {lease} is no longer current")
+
+    def worker_alive(self) -> bool:
+        """False once the worker that made this ring has exited (we face a restarted one)."""
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return self.pid > 0
 
 
 def open_ring(name: Optional[str]) -> Optional[Ring]:

@@ -7,11 +7,17 @@ on the next request). Keep a `.copy()` of anything you hold for longer than the 
 timeout (2 minutes by default).
 
 A Client is not thread-safe: use one per thread (or per process; never share across fork()).
+
+When a reply does not come within the timeout the call raises RequestTimeout and the client
+starts over on a fresh socket with the same identity: the next call reaches whichever worker
+listens on the endpoint (a restarted one included) with nothing stale queued ahead of it, and
+keeps its sessions and leases when it is the same worker.
 """
 from __future__ import annotations
 
 import collections
 import os
+import time
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
@@ -24,6 +30,8 @@ from . import _shm
 from .errors import ProtocolViolation, RequestTimeout, WorkerError
 
 PROTOCOL_VERSION = 1
+# Silence for this many of the worker's heartbeat intervals while waiting: the worker is gone.
+HEARTBEAT_LIVENESS = 3
 Prompt = Union[str, Sequence[int]]
 
 
@@ -118,9 +126,11 @@ class Client:
         self.timeout = timeout
         self._use_shm = use_shm
         self._ctx = zmq.Context()
-        self._sock = self._ctx.socket(zmq.DEALER)
-        self._sock.setsockopt(zmq.LINGER, 200)
-        self._sock.connect(self.endpoint)
+        # Our identity at the worker, which owns our leases and sessions by it: random (not
+        # guessable), kept across socket resets. A leading zero byte is reserved by ZeroMQ.
+        self._routing_id = b"p" + os.urandom(16).hex().encode()
+        self._sock: Optional[zmq.Socket] = None
+        self._reset_socket()
         self._next_id = 1
         # Lease ids of garbage-collected arrays. Finalizers only append here (they may run at any
         # moment, even inside a socket call); the next request carries them.
@@ -130,9 +140,26 @@ class Client:
 
     # ---- plumbing ----
 
+    def _reset_socket(self) -> None:
+        """A fresh DEALER (same identity); the next call says hello and maps the ring again."""
+        if self._sock is not None:
+            self._sock.close(linger=0)  # requests queued for a dead worker go with it
+        self._sock = self._ctx.socket(zmq.DEALER)
+        self._sock.setsockopt(zmq.LINGER, 200)
+        self._sock.setsockopt(zmq.ROUTING_ID, self._routing_id)
+        self._sock.connect(self.endpoint)
+        self._forget_ring()
+
+    def _forget_ring(self) -> None:
+        self._ring = None
+        self._hello = None
+        self._liveness: Optional[float] = None  # learnt from hello: see _recv
+
     def _send(self, op: str, fields: Dict[str, Any]) -> int:
         rid = self._next_id
         self._next_id += 1
+        if self._ring is not None and not self._ring.worker_alive():
+            self._forget_ring()  # a restarted worker has a new ring: hello again first
         msg: Dict[str, Any] = {"v": PROTOCOL_VERSION, "id": rid, "op": op}
         if self._ring is not None:
             msg["shm"] = True
@@ -146,13 +173,28 @@ class Client:
         return rid
 
     def _recv(self, rid: int) -> Dict[str, Any]:
+        # The timeout is per message. Heartbeats do not extend it (a stuck engine still times
+        # out), but silence for `liveness` (3 heartbeat intervals) means the worker is dead, not
+        # slow, and ends the wait early (PROTOCOL.md, Heartbeats).
+        liveness = self._liveness
+        deadline = time.monotonic() + self.timeout
+        alive_until = time.monotonic() + liveness if liveness else deadline
         while True:
-            if not self._sock.poll(int(self.timeout * 1000)):
+            left = max(0.0, min(deadline, alive_until) - time.monotonic())
+            if not self._sock.poll(int(left * 1000)):
+                self._reset_socket()
+                if alive_until < deadline:
+                    raise RequestTimeout(f"no reply and no heartbeat from {self.endpoint} for "
+                                         f"{liveness:.3g} s: the worker is gone")
                 raise RequestTimeout(f"no reply from {self.endpoint} within {self.timeout} s")
             reply = msgpack.unpackb(self._sock.recv(), raw=False, unicode_errors="replace",
                                     strict_map_key=False)
             if not isinstance(reply, dict) or "id" not in reply:
                 raise ProtocolViolation(f"malformed reply: {reply!r:.200}")
+            if liveness:
+                alive_until = time.monotonic() + liveness  # any message is a sign of life
+            if reply.get("heartbeat") is True:
+                continue
             if reply["id"] not in (rid, 0):
                 continue  # a late reply to an earlier call that timed out or was abandoned
             if not reply.get("ok"):
@@ -175,7 +217,14 @@ class Client:
             ref = t["shm"]
             if self._ring is None:
                 raise ProtocolViolation("worker sent a shared-memory tensor to an unmapped client")
-            self._ring.check(ref)
+            try:
+                self._ring.check(ref, shape)
+            except (WorkerError, ProtocolViolation) as e:
+                if isinstance(e, WorkerError):
+                    self._forget_ring()  # not in our mapping: maybe a new worker; hello again
+                if isinstance(ref.get("lease"), int):
+                    self._pending.append(ref["lease"])  # give it back (unknown ids are ignored)
+                raise
             count = ref["bytes"] // 4
             flat = np.frombuffer(self._ring.mm, dtype=np.float32, count=count, offset=ref["offset"])
             # The lease lives as long as `flat`: every reshape/slice/view keeps it as its base.
@@ -192,9 +241,13 @@ class Client:
     def hello(self) -> Dict[str, Any]:
         """Protocol version, model shape, limits and the shared-memory ring's name."""
         reply = self.call("hello")
-        if self._hello is None and self._use_shm:
+        hb = reply.get("heartbeat_ms")
+        self._liveness = (min(hb, 3_600_000) * HEARTBEAT_LIVENESS / 1000.0
+                          if isinstance(hb, int) and hb > 0 else None)
+        if self._use_shm:
             shm = reply.get("shm") or {}
-            self._ring = _shm.open_ring(shm.get("name"))
+            if self._ring is None or self._ring.name != shm.get("name"):
+                self._ring = _shm.open_ring(shm.get("name"))
         self._hello = reply
         return reply
 
@@ -331,12 +384,17 @@ class Client:
                 pass  # already reclaimed by the lease timeout
 
     def close(self) -> None:
-        """Release what can be released and close the socket."""
+        """Hand back held leases and close the socket. The release is not waited for: a dead
+        worker must not make close() take the whole timeout (the lease timeout covers a lost
+        release)."""
         try:
-            self.release_now()
-        except (RequestTimeout, zmq.ZMQError):
+            if self._pending:
+                leases = list(self._pending)
+                self._pending.clear()  # not piggy-backed as well
+                self._send("release", {"leases": leases})
+        except zmq.ZMQError:
             pass
-        self._sock.close()
+        self._sock.close(linger=200)
         self._ctx.term()
 
     def __enter__(self) -> "Client":

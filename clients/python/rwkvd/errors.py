@@ -25,6 +25,7 @@ class ErrorCode(enum.IntEnum):
     UNSUPPORTED = 16
     INTERNAL = 17
     UNKNOWN_REQUEST = 18
+    QUOTA_EXCEEDED = 19
 
 
 class RwkvdError(Exception):
