@@ -1,8 +1,13 @@
 #include "engine/vk/pipelines.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <string>
 
 #include "engine/vk/vk_check.h"
 #include "shaders/shaders.h"
@@ -10,11 +15,49 @@
 namespace rwkvd::engine::vk {
 namespace {
 
-std::vector<char> read_cache_file() {
-  const char* path = std::getenv("RWKVD_VK_PIPELINE_CACHE");
-  if (path == nullptr || *path == '\0') return {};
+// Where the VkPipelineCache lives between runs: $RWKVD_VK_PIPELINE_CACHE ("0" or "off": nowhere),
+// else $XDG_CACHE_HOME/rwkvd (or ~/.cache/rwkvd) per device and driver version. A fresh process
+// then skips the driver's shader compilation (seconds on some drivers).
+std::string cache_path(const VkPhysicalDeviceProperties& props) {
+  if (const char* p = std::getenv("RWKVD_VK_PIPELINE_CACHE"); p != nullptr && *p != '\0') {
+    const std::string v(p);
+    return v == "0" || v == "off" ? std::string() : v;
+  }
+  std::filesystem::path dir;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x != '\0') {
+    dir = x;
+  } else if (const char* h = std::getenv("HOME"); h != nullptr && *h != '\0') {
+    dir = std::filesystem::path(h) / ".cache";
+  } else {
+    return {};
+  }
+  char name[96];
+  std::snprintf(name, sizeof name, "pipelines-%04x-%04x-%08x.bin", props.vendorID, props.deviceID,
+                props.driverVersion);
+  return (dir / "rwkvd" / name).string();
+}
+
+std::vector<char> read_cache_file(const std::string& path) {
+  if (path.empty()) return {};
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Written beside and renamed over, so concurrent processes never read a half-written file.
+void write_cache_file(const std::string& path, const std::vector<char>& blob) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out.write(blob.data(), static_cast<std::streamsize>(blob.size()));
+    if (!out) {
+      std::filesystem::remove(tmp, ec);
+      return;  // a cache that cannot be written only costs the next start its compile time
+    }
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) std::filesystem::remove(tmp, ec);
 }
 
 }  // namespace
@@ -38,7 +81,8 @@ Pipelines::Pipelines(Device& dev) : dev_(dev) {
   pci.pushConstantRangeCount = 1;
   pci.pPushConstantRanges = &pcr;
   RWKVD_VK(vkCreatePipelineLayout(dev_.device(), &pci, nullptr, &layout_));
-  const std::vector<char> blob = read_cache_file();
+  cache_path_ = cache_path(dev_.props());
+  const std::vector<char> blob = read_cache_file(cache_path_);
   VkPipelineCacheCreateInfo cci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
   cci.initialDataSize = blob.size();
   cci.pInitialData = blob.empty() ? nullptr : blob.data();
@@ -51,12 +95,13 @@ Pipelines::Pipelines(Device& dev) : dev_(dev) {
 
 Pipelines::~Pipelines() {
   VkDevice d = dev_.device();
-  if (const char* path = std::getenv("RWKVD_VK_PIPELINE_CACHE"); path != nullptr && *path) {
+  if (!cache_path_.empty()) {
     size_t n = 0;
     if (vkGetPipelineCacheData(d, cache_, &n, nullptr) == VK_SUCCESS && n > 0) {
       std::vector<char> blob(n);
       if (vkGetPipelineCacheData(d, cache_, &n, blob.data()) == VK_SUCCESS) {
-        std::ofstream(path, std::ios::binary).write(blob.data(), static_cast<std::streamsize>(n));
+        blob.resize(n);
+        write_cache_file(cache_path_, blob);
       }
     }
   }

@@ -3,7 +3,7 @@
 // (shaders/common.glsl: meta, act, vecs, state, weights[4]) and one 128-byte push-constant
 // range, so a descriptor set can be bound once and reused by many dispatches. Sizes are
 // specialization constants. Pipelines are created once per (shader, constants) and kept; the
-// VkPipelineCache is loaded from / saved to $RWKVD_VK_PIPELINE_CACHE when that is set.
+// VkPipelineCache is loaded from / saved to disk (pipelines.cpp: cache_path()).
 #include <vulkan/vulkan.h>
 
 #include <cstdint>
@@ -37,6 +37,7 @@ class Pipelines {
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
+  std::string cache_path_;  // empty: the cache is not kept between runs
   std::mutex mu_;
   std::map<std::pair<std::string, std::vector<uint32_t>>, VkPipeline> pipelines_;
 };

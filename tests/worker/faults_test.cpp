@@ -2,6 +2,9 @@
 // against a stuck worker and then finds a new one, and the absurd --slots request.
 #include <zmq.hpp>
 
+#include <chrono>
+#include <thread>
+
 #include "engine/error.h"
 #include "tests/worker/faulty_backend.h"
 #include "tests/worker/worker_fixture.h"
@@ -36,6 +39,17 @@ class FaultTest : public WorkerTest {
     start(model);
   }
   uint64_t slots_used(client::Client& c) { return c.stats().find("slots_used")->as_uint(); }
+  // slots_used is a gauge the engine thread publishes between its steps, possibly just after
+  // the reply that changed it: wait (bounded) for it to settle at `want`.
+  uint64_t slots_used_settled(client::Client& c, uint64_t want) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    uint64_t n = slots_used(c);
+    while (n != want && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      n = slots_used(c);
+    }
+    return n;
+  }
   FaultyBackend* faulty_ = nullptr;
 };
 
@@ -65,7 +79,7 @@ TEST_F(FaultTest, BackendAllocationFailuresAreErrorRepliesAndLeakNoSlots) {
   faulty_->fail_state_io = 1;
   EXPECT_EQ(code_of([&] { c->session_state(s); }), ErrorCode::kInternal);
 
-  EXPECT_EQ(slots_used(*c), 1u);                                   // only the session's
+  EXPECT_EQ(slots_used_settled(*c, 1), 1u);                        // only the session's
   EXPECT_EQ(c->generate(Input{"hello", {}}, o).tokens, expected);  // and it still serves
   EXPECT_EQ(c->generate(Input{"x", {}}, with_state).tokens.size(), 4u);
 }
@@ -107,7 +121,7 @@ TEST_F(FaultTest, EvictedSessionWhoseRestoreFailsKeepsNoSlot) {
     }
   }
   for (uint64_t s : sessions) c->session_close(s);
-  EXPECT_EQ(slots_used(*c), 0u);  // a slot lost in a failed restore would still count
+  EXPECT_EQ(slots_used_settled(*c, 0), 0u);  // a slot lost in a failed restore would still count
 }
 
 TEST_F(FaultTest, AbsurdSlotCountIsAnEngineErrorNotAnAbort) {
