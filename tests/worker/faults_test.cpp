@@ -15,18 +15,7 @@ namespace {
 using protocol::ErrorCode;
 using protocol::Input;
 
-const char* kTiny = "rwkv7/tiny-rwkv7-834K.f32.gguf";
-
-template <typename F>
-ErrorCode code_of(F&& fn) {
-  try {
-    fn();
-  } catch (const client::WorkerError& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "no error";
-  return ErrorCode::kInternal;
-}
+const char* const kTiny = kTinyWorkerModel;
 
 class FaultTest : public WorkerTest {
  protected:

@@ -12,7 +12,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-const char* kTiny = "rwkv7/tiny-rwkv7-834K.f32.gguf";
+const char* const kTiny = kTinyWorkerModel;
 constexpr uint32_t kHeartbeatMs = 100;  // liveness: 300 ms
 
 class HeartbeatTest : public WorkerTest {

@@ -11,7 +11,7 @@ using engine::OutputMode;
 using protocol::ErrorCode;
 using protocol::Input;
 
-const char* kTiny = "rwkv7/tiny-rwkv7-834K.f32.gguf";
+const char* const kTiny = kTinyWorkerModel;
 
 std::vector<int32_t> bytes_of(const std::string& s) {
   return ByteCodec().encode(s);

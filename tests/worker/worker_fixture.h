@@ -16,6 +16,21 @@
 
 namespace rwkvd::test {
 
+// The fixture model every worker test serves.
+inline constexpr const char* kTinyWorkerModel = "rwkv7/tiny-rwkv7-834K.f32.gguf";
+
+// The error code `fn` fails with (a test failure if it does not fail).
+template <typename F>
+protocol::ErrorCode code_of(F&& fn) {
+  try {
+    fn();
+  } catch (const client::WorkerError& e) {
+    return e.code();
+  }
+  ADD_FAILURE() << "no error";
+  return protocol::ErrorCode::kInternal;
+}
+
 // Token i is byte i: exactly the tiny model's vocabulary.
 class ByteCodec : public worker::TextCodec {
  public:
