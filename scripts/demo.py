@@ -122,13 +122,15 @@ def main() -> int:
                 again = c.generate(" Alice", max_tokens=8, temperature=0, state=st.copy())
                 print(f"a stateless request with that state in agrees: {again.tokens == a.tokens}")
                 fork.close()
-                with rwkvd.Client(endpoint, use_shm=False) as inline:
+                # Sessions belong to the client that opened them: the inline client gets its own,
+                # from the same state.
+                with rwkvd.Client(endpoint, use_shm=False) as inline, \
+                        inline.session(state=st.copy()) as s_inline:
                     n = 50
                     t0 = time.perf_counter()
                     for _ in range(n):
                         s.state()
                     t_shm = (time.perf_counter() - t0) / n
-                    s_inline = rwkvd.Session(inline, s.id)
                     t0 = time.perf_counter()
                     for _ in range(n):
                         s_inline.state()
