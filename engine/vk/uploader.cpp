@@ -1,7 +1,9 @@
 #include "engine/vk/uploader.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "engine/error.h"
 #include "engine/quant/dequant.h"
@@ -21,6 +23,11 @@ void Uploader::set_observer(UploadObserver* o) {
 
 Uploader::Uploader(Device& dev, WeightStore& store, VkDeviceSize staging_bytes)
     : dev_(dev), store_(store), start_(std::chrono::steady_clock::now()) {
+  unsigned threads = std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
+  if (const char* v = std::getenv("RWKVD_VK_UPLOAD_THREADS"); v != nullptr && *v != '\0') {
+    threads = std::clamp(static_cast<unsigned>(std::strtoul(v, nullptr, 10)), 1u, 64u);
+  }
+  copiers_ = std::make_unique<cpu::ThreadPool>(threads);
   VkDeviceSize total = 0;
   for (const PlacedTensor& p : store.order()) total += p.dev_bytes;
   half_ = std::max<VkDeviceSize>(std::min(staging_bytes / 2, (total + 15) / 16 * 16), 1 << 16);
@@ -84,6 +91,18 @@ void Uploader::begin() {
   recording_ = true;
 }
 
+void Uploader::copy(std::byte* to, const std::byte* from, size_t n) {
+  constexpr size_t kPiece = size_t{256} << 10;
+  if (n < 2 * kPiece || copiers_->size() == 1) {
+    std::memcpy(to, from, n);
+    return;
+  }
+  copiers_->parallel_for((n + kPiece - 1) / kPiece, [&](size_t b, size_t e, unsigned) {
+    const size_t lo = b * kPiece, hi = std::min(n, e * kPiece);
+    std::memcpy(to + lo, from + lo, hi - lo);
+  });
+}
+
 void Uploader::run() {
   try {
     const auto& order = store_.order();
@@ -104,7 +123,7 @@ void Uploader::run() {
           dequantize(t.type, t.data.data() + static_cast<size_t>(first) * esize,
                      reinterpret_cast<float*>(to), count);
         } else {
-          std::memcpy(to, t.data.data() + done, n);
+          copy(to, t.data.data() + done, n);
         }
         if (n > 0) {
           VkBufferCopy region{cur_ * half_ + fill_, p.offset + done, n};

@@ -9,9 +9,11 @@
 #include <chrono>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 
+#include "engine/cpu/thread_pool.h"
 #include "engine/model.h"
 #include "engine/vk/buffer.h"
 #include "engine/vk/device.h"
@@ -53,9 +55,13 @@ class Uploader {
   void run();
   void begin();
   void flush(bool signal, uint64_t value);
+  // memcpy from the mapped file into staging, split over copiers_: one thread cannot take page
+  // faults and copy fast enough to keep up with the GPU's side of the upload.
+  void copy(std::byte* to, const std::byte* from, size_t n);
 
   Device& dev_;
   WeightStore& store_;
+  std::unique_ptr<cpu::ThreadPool> copiers_;  // $RWKVD_VK_UPLOAD_THREADS, default min(8, cores)
   VkSemaphore timeline_ = VK_NULL_HANDLE;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cbs_[2]{};
