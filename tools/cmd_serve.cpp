@@ -26,6 +26,7 @@ struct ServeArgs {
   std::string device = "cpu";
   std::string log_level = "info";
   uint32_t slots = 32;
+  uint32_t max_chunk = 512;
   uint32_t threads = 0;
   uint64_t prefix_cache_mb = 64;
   uint64_t shm_mb = 256;
@@ -87,6 +88,7 @@ void run_serve(ServeArgs& a) {
   engine::BackendOptions bo;
   bo.n_slots = a.slots;
   bo.n_threads = a.threads;
+  bo.max_chunk = a.max_chunk;
   auto backend =
       with_progress("loading the model", [&] { return open_backend(a.model, a.device, bo); });
   auto gguf = engine::GgufFile::open(a.model);
@@ -131,7 +133,15 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--prefill-chunk", a->opt.prefill_chunk,
                   "prompt tokens per sequence per generation step")
       ->capture_default_str();
+  cmd->add_option("--prefill-chunk-alone", a->opt.prefill_chunk_alone,
+                  "prompt tokens per step for a sequence that runs alone")
+      ->capture_default_str();
   cmd->add_option("--slots", a->slots, "backend state slots")->capture_default_str();
+  cmd->add_option("--max-chunk", a->max_chunk,
+                  "most tokens of one sequence in one engine forward (bigger: faster prefill, "
+                  "more GPU memory for activations)")
+      ->check(CLI::Range(1u, 8192u))
+      ->capture_default_str();
   cmd->add_option("--threads", a->threads, "cpu threads (0 = all cores)");
   cmd->add_option("--prefix-cache-mb", a->prefix_cache_mb, "prefix state cache budget (0 = off)")
       ->capture_default_str();

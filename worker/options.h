@@ -14,6 +14,7 @@ struct ServeOptions {
   uint32_t batch_window_us = 2000;          // embed coalescing: wait this long for company
   uint32_t embed_token_budget = 16384;      // ... or until this many tokens are queued
   uint32_t prefill_chunk = 128;             // prompt tokens per sequence per generation step
+  uint32_t prefill_chunk_alone = 1024;      // ... when no other sequence has work (nobody waits)
   uint32_t step_token_budget = 1024;        // prompt tokens per generation step, all sequences
   uint32_t max_queue = 4096;                // queued requests before replying busy
   uint32_t session_idle_s = 900;            // sessions unused this long are closed

@@ -481,6 +481,12 @@ void Scheduler::step() {
   std::vector<Task*> who;
   size_t budget = opt_.step_token_budget;
   size_t tokens = 0;
+  // Short prefill chunks only buy fairness: a sequence running alone takes bigger ones, which
+  // the engine runs as larger, more efficient products.
+  size_t with_work = 0;
+  for (const auto& tp : active_) with_work += tp->done ? 0 : 1;
+  const size_t chunk = with_work == 1 ? std::max(opt_.prefill_chunk, opt_.prefill_chunk_alone)
+                                      : opt_.prefill_chunk;
   for (auto& tp : active_) {
     Task& t = *tp;
     if (t.done) continue;
@@ -494,7 +500,7 @@ void Scheduler::step() {
     engine::SequenceInput in;
     in.slot = t.slot;
     if (t.fed < t.prompt.size()) {
-      size_t take = std::min<size_t>(opt_.prefill_chunk, t.prompt.size() - t.fed);
+      size_t take = std::min<size_t>(chunk, t.prompt.size() - t.fed);
       if (t.cache_at > t.fed) take = std::min(take, t.cache_at - t.fed);
       if (!batch.empty()) take = std::min(take, budget);
       if (take == 0) continue;

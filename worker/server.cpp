@@ -296,6 +296,7 @@ Value Server::info_value() const {
                                     {"batch_window_us", Value(opt_.batch_window_us)},
                                     {"embed_token_budget", Value(opt_.embed_token_budget)},
                                     {"prefill_chunk", Value(opt_.prefill_chunk)},
+                                    {"prefill_chunk_alone", Value(opt_.prefill_chunk_alone)},
                                     {"step_token_budget", Value(opt_.step_token_budget)},
                                     {"session_idle_s", Value(opt_.session_idle_s)},
                                     {"lease_timeout_s", Value(opt_.lease_timeout_s)},
