@@ -122,3 +122,17 @@ def worker(synthetic_model: Path) -> Iterator[Worker]:
     """One worker for a test module, with small limits so the limit tests stay cheap."""
     yield from start_worker(synthetic_model, "--max-tokens", "4096", "--max-batch", "16",
                             "--max-message-bytes", str(1 << 20), "--batch-window-us", "2000")
+
+
+@pytest.fixture
+def raw(worker):
+    """A bare DEALER socket on the test's worker, for frames no client would send."""
+    import zmq
+
+    ctx = zmq.Context()
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.connect(worker.endpoint)
+    yield s
+    s.close()
+    ctx.term()

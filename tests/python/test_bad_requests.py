@@ -7,8 +7,6 @@ import threading
 import time
 
 import msgpack
-import pytest
-import zmq
 
 from rwkvd import ErrorCode as E
 
@@ -66,17 +64,6 @@ CASES = [
     ("forward: output too large", [req("forward", tokens=[1] * 300, output="all_logits")],
      E.TOO_LARGE),
 ]
-
-
-@pytest.fixture
-def raw(worker):
-    ctx = zmq.Context()
-    s = ctx.socket(zmq.DEALER)
-    s.setsockopt(zmq.LINGER, 0)
-    s.connect(worker.endpoint)
-    yield s
-    s.close()
-    ctx.term()
 
 
 def test_bad_requests_get_errors_while_another_client_is_served(worker, raw):

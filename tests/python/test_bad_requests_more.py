@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import math
 import signal
-import struct
 
 import msgpack
 import numpy as np
 import pytest
-import zmq
 
 import rwkvd
 from rwkvd import ErrorCode as E
@@ -117,17 +115,6 @@ CASES = [
     ("state with many inputs", [req("embed", inputs=["a", "b"], state=state_bytes(STATE))],
      E.BAD_VALUE),
 ]
-
-
-@pytest.fixture
-def raw(worker):
-    ctx = zmq.Context()
-    s = ctx.socket(zmq.DEALER)
-    s.setsockopt(zmq.LINGER, 0)
-    s.connect(worker.endpoint)
-    yield s
-    s.close()
-    ctx.term()
 
 
 def ask(sock, frames):
