@@ -1,6 +1,7 @@
 #include "engine/vk/forward.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "engine/error.h"
 #include "engine/vk/vk_check.h"
@@ -30,43 +31,60 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
       kernels_(dev, pipes),
       cmds_(dev),
       profiler_(dev) {
-  const uint32_t D = hp_.n_embd, Tc = token_cap;
+  const uint32_t D = hp_.n_embd;
   if (D % 8 != 0 || hp_.n_embd % hp_.head_size != 0) {
     throw EngineError("vulkan: n_embd must be a multiple of 8 and of the head size");
   }
-  // Activation regions, each [token_cap][width] floats.
-  uint32_t at = 0;
-  auto region = [&](uint32_t width) {
-    const uint32_t o = at;
-    at += Tc * width;
-    return o;
+  // Activation regions, each [tc][width] floats.
+  auto lay_out = [&](uint32_t tc) {
+    uint32_t at = 0;
+    auto region = [&](uint32_t width) {
+      const uint32_t o = at;
+      at += tc * width;
+      return o;
+    };
+    a_.x = region(D);
+    a_.lerp = region(6 * D);  // xr, xw, xk, xv, xa, xg: each Tc*D apart
+    a_.save_a = region(D);
+    a_.save_f = region(D);
+    a_.r = region(D);
+    a_.k = region(D);
+    a_.v = region(D);
+    a_.hw = region(hp_.rank_w);
+    a_.ha = region(hp_.rank_a);
+    a_.hv = region(std::max(hp_.rank_v, hp_.rank_a));
+    a_.hg = region(hp_.rank_g);
+    a_.wl = region(D);
+    a_.al = region(D);
+    a_.vl = region(D);
+    a_.g = region(D);
+    a_.vf = region(D);
+    a_.y = region(D);
+    a_.fx = region(D);
+    a_.fh = region(hp_.n_ffn);
+    a_.embd = region(D);
+    a_.logits = region(hp_.n_vocab);
+    a_.total = at;
   };
-  a_.x = region(D);
-  a_.lerp = region(6 * D);  // xr, xw, xk, xv, xa, xg: each Tc*D apart
-  a_.save_a = region(D);
-  a_.save_f = region(D);
-  a_.r = region(D);
-  a_.k = region(D);
-  a_.v = region(D);
-  a_.hw = region(hp_.rank_w);
-  a_.ha = region(hp_.rank_a);
-  a_.hv = region(std::max(hp_.rank_v, hp_.rank_a));
-  a_.hg = region(hp_.rank_g);
-  a_.wl = region(D);
-  a_.al = region(D);
-  a_.vl = region(D);
-  a_.g = region(D);
-  a_.vf = region(D);
-  a_.y = region(D);
-  a_.fx = region(D);
-  a_.fh = region(hp_.n_ffn);
-  a_.embd = region(D);
-  a_.logits = region(hp_.n_vocab);
-  a_.total = at;
-  if (VkDeviceSize{at} * 4 > dev.props().limits.maxStorageBufferRange) {
-    throw EngineError("vulkan: activations for " + std::to_string(Tc) +
-                      " tokens exceed the device's storage buffer range; lower max_chunk");
+  // The activations are one storage buffer: fewer tokens per forward where the device's
+  // storage buffer range (lavapipe: 128 MiB) cannot hold the requested number.
+  lay_out(1);
+  const uint64_t fit = dev.props().limits.maxStorageBufferRange / 4 / a_.total;
+  if (token_cap_ > fit) {
+    if (fit < std::max<uint64_t>(seq_cap, 1)) {
+      throw EngineError("vulkan: the device's storage buffer range holds the activations of " +
+                        std::to_string(fit) + " tokens, fewer than " + std::to_string(seq_cap) +
+                        " sequences need");
+    }
+    std::fprintf(stderr,
+                 "rwkvd: vulkan: %u tokens per forward exceed the device's storage buffer range; "
+                 "using %llu\n",
+                 token_cap_, static_cast<unsigned long long>(fit));
+    token_cap_ = static_cast<uint32_t>(fit);
   }
+  const uint32_t Tc = token_cap_;
+  lay_out(Tc);
+  const uint32_t at = a_.total;
   act_ = Buffer(dev, VkDeviceSize{at} * 4, MemKind::kDevice);
   state_ = Buffer(dev, VkDeviceSize{n_slots} * hp_.state_floats() * 4, MemKind::kDevice);
   meta_ = Buffer(dev, (4 * VkDeviceSize{Tc} + 4 * seq_cap + Tc) * 4, MemKind::kUpload);
