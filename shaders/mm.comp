@@ -16,26 +16,7 @@ shared float red[8 * kMaxWg];
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint TT = 8;  // tokens per workgroup, <= 8
 
-layout(push_constant) uniform PC {
-  uvec4 K;          // inputs (ne[0])
-  uvec4 N;          // outputs (ne[1])
-  uvec4 x_off;      // act offset of x [T][K]
-  uvec4 y_off;      // act offset of y [T][N]
-  uvec4 mode;       // 0 store, 1 add (residual), 2 tanh, 3 sigmoid, 4 relu^2
-  uvec4 row_bytes;  // bytes per weight row
-  uint T;
-}
-pc;
-
-float epilogue(uint s, uint yo, float y) {
-  switch (pc.mode[s]) {
-    case 1: return y + act[yo];
-    case 2: return tanh(y);
-    case 3: return sigmoid(y);
-    case 4: y = max(y, 0.0); return y * y;
-    default: return y;
-  }
-}
+#include "product.glsl"
 
 // Accumulates row rb's dot products with nt tokens over the pieces p0, p0+step, ...
 void row_dots(uint s, uint rb, uint K, uint t0, uint nt, uint p0, uint step, inout float acc[8]) {

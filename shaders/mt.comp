@@ -12,30 +12,11 @@
 layout(local_size_x = 256) in;
 const uint BM = 64, BN = 64, BK = 32;
 
-layout(push_constant) uniform PC {
-  uvec4 K;          // inputs (ne[0]), a multiple of 32
-  uvec4 N;          // outputs (ne[1])
-  uvec4 x_off;      // act offset of x [T][K]
-  uvec4 y_off;      // act offset of y [T][N]
-  uvec4 mode;       // 0 store, 1 add (residual), 2 tanh, 3 sigmoid, 4 relu^2
-  uvec4 row_bytes;  // bytes per weight row
-  uint T;
-}
-pc;
+#include "product.glsl"
 
 // [k][row / 4] and [k][token / 4]: an invocation reads its 4 rows / 4 tokens as one vec4.
 shared vec4 w_tile[BK][BM / 4];
 shared vec4 x_tile[BK][BN / 4];
-
-float epilogue(uint s, uint yo, float y) {
-  switch (pc.mode[s]) {
-    case 1: return y + act[yo];
-    case 2: return tanh(y);
-    case 3: return sigmoid(y);
-    case 4: y = max(y, 0.0); return y * y;
-    default: return y;
-  }
-}
 
 void main() {
   const uint s = gl_WorkGroupID.z, tid = gl_LocalInvocationID.x;

@@ -16,26 +16,7 @@ layout(constant_id = 1) const uint TT = 1;  // tokens per workgroup, <= 8
 layout(constant_id = 2) const uint R = 2;   // rows per subgroup, <= 4
 layout(constant_id = 3) const uint U = 1;   // pieces per lane whose loads are issued together, <= 4
 
-layout(push_constant) uniform PC {
-  uvec4 K;          // inputs (ne[0]), a multiple of 32
-  uvec4 N;          // outputs (ne[1])
-  uvec4 x_off;      // act offset of x [T][K]
-  uvec4 y_off;      // act offset of y [T][N]
-  uvec4 mode;       // 0 store, 1 add (residual), 2 tanh, 3 sigmoid, 4 relu^2
-  uvec4 row_bytes;  // bytes per weight row
-  uint T;
-}
-pc;
-
-float epilogue(uint s, uint yo, float y) {
-  switch (pc.mode[s]) {
-    case 1: return y + act[yo];
-    case 2: return tanh(y);
-    case 3: return sigmoid(y);
-    case 4: y = max(y, 0.0); return y * y;
-    default: return y;
-  }
-}
+#include "product.glsl"
 
 void main() {
   const uint s = gl_WorkGroupID.z;

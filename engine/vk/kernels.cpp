@@ -10,9 +10,9 @@
 namespace rwkvd::engine::vk {
 namespace {
 
-constexpr uint32_t kTokenTile = 8;  // mm.comp TT: tokens per workgroup
+constexpr uint32_t kTokenTile = 8;                    // mm.comp TT: tokens per workgroup
 constexpr uint32_t kTileRows = 64, kTileTokens = 64;  // mt.comp BM, BN
-constexpr uint32_t kWkvBlock = 8;   // wkv_sg.comp TB: tokens per block (a multiple of 4)
+constexpr uint32_t kWkvBlock = 8;  // wkv_sg.comp TB: tokens per block (a multiple of 4)
 
 struct MmPush {
   uint32_t K[4], N[4], x_off[4], y_off[4], mode[4], row_bytes[4];
@@ -29,7 +29,8 @@ uint32_t ceil_div(uint32_t a, uint32_t b) {
 
 uint32_t env_u32(const char* name, uint32_t fallback) {
   const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? static_cast<uint32_t>(std::strtoul(v, nullptr, 10)) : fallback;
+  return v != nullptr && *v != '\0' ? static_cast<uint32_t>(std::strtoul(v, nullptr, 10))
+                                    : fallback;
 }
 
 // mv.comp's pieces per lane loaded together: what keeps a short row's loads in flight, bounded
@@ -98,7 +99,8 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size) {
     pipes_.get("mm_" + weight_type_suffix(t) + sg, {wg_, kTokenTile});
     pipes_.get("mt_" + weight_type_suffix(t), {});
     if (mv_max_t_ > 0) {
-      for (uint32_t tt = 1; tt <= std::min(mv_max_t_, 8u); tt *= 2) {
+      // The token tiles mv_tokens() can pick, no more: each pipeline costs start-up time.
+      for (uint32_t tt = 1; tt <= mv_tokens(std::min(mv_max_t_, 8u)); tt *= 2) {
         pipes_.get("mv_" + weight_type_suffix(t), {mv_wg_, tt, mv_rows(tt), mv_unroll(t)});
       }
     }
@@ -122,8 +124,7 @@ uint32_t Kernels::mv_rows(uint32_t tokens) const {
 bool Kernels::wkv_sg(uint32_t head_size) const {
   const DeviceFeatures& f = dev_.features();
   return f.subgroup_shuffle && f.subgroup_size <= head_size && 4 * head_size <= 256 &&
-         4 * head_size <= dev_.props().limits.maxComputeWorkGroupSize[0] &&
-         !wkv_portable_;
+         4 * head_size <= dev_.props().limits.maxComputeWorkGroupSize[0] && !wkv_portable_;
 }
 
 void Kernels::bind(VkCommandBuffer cb, VkDescriptorSet set, VkPipeline p, const void* pc,
@@ -162,12 +163,12 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
          pipes_.get("mv_" + weight_type_suffix(type), {mv_wg_, tt, mv_rows(tt), mv_unroll(type)}),
          &pc, sizeof(pc));
     const uint32_t rows = mv_wg_ / dev_.features().subgroup_size * mv_rows(tt);
-    const uint32_t gx = std::min({ceil_div(max_n, rows),
-                                  dev_.props().limits.maxComputeWorkGroupCount[0], max_row_groups_});
+    const uint32_t gx = std::min(
+        {ceil_div(max_n, rows), dev_.props().limits.maxComputeWorkGroupCount[0], max_row_groups_});
     vkCmdDispatch(cb, gx, ceil_div(T, tt), static_cast<uint32_t>(slots.size()));
     return;
   }
-  if (k32 && T > mv_max_t_ && T >= mt_min_t_) {
+  if (k32 && T >= mt_min_t_) {  // (mv took every T <= mv_max_t_ above)
     bind(cb, set, pipes_.get("mt_" + weight_type_suffix(type), {}), &pc, sizeof(pc));
     vkCmdDispatch(cb, ceil_div(max_n, kTileRows), ceil_div(T, kTileTokens),
                   static_cast<uint32_t>(slots.size()));

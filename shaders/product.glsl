@@ -1,0 +1,22 @@
+// The push constants and epilogues every matrix product (mm.comp, mv.comp, mt.comp) shares:
+// y[t][o] = epilogue(sum_i W[o][i] * x[t][i]) for up to four weights (gl_WorkGroupID.z).
+layout(push_constant) uniform PC {
+  uvec4 K;          // inputs (ne[0])
+  uvec4 N;          // outputs (ne[1])
+  uvec4 x_off;      // act offset of x [T][K]
+  uvec4 y_off;      // act offset of y [T][N]
+  uvec4 mode;       // 0 store, 1 add (residual), 2 tanh, 3 sigmoid, 4 relu^2
+  uvec4 row_bytes;  // bytes per weight row
+  uint T;
+}
+pc;
+
+float epilogue(uint s, uint yo, float y) {
+  switch (pc.mode[s]) {
+    case 1: return y + act[yo];
+    case 2: return tanh(y);
+    case 3: return sigmoid(y);
+    case 4: y = max(y, 0.0); return y * y;
+    default: return y;
+  }
+}
