@@ -29,6 +29,10 @@ Buffer::Buffer(Device& dev, VkDeviceSize size, MemKind kind) : dev_(dev.device()
       type = dev.memory_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT,
                              VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
       break;
+    case MemKind::kDeviceMapped:
+      type = dev.memory_type(req.memoryTypeBits, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT,
+                             VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+      break;
   }
   VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   mai.allocationSize = req.size;

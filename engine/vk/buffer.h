@@ -10,12 +10,16 @@
 
 namespace rwkvd::engine::vk {
 
-enum class MemKind { kDevice, kUpload, kReadback };
+// kDevice: device-local, not mapped. kUpload: host memory the device reads (staging).
+// kReadback: host-cached memory the device writes. kDeviceMapped: small data the host writes and
+// kernels read many times (the per-forward batch description): device-local and host-visible
+// where the device offers it (resizable BAR), else plain host-visible memory.
+enum class MemKind { kDevice, kUpload, kReadback, kDeviceMapped };
 
 class Buffer {
  public:
   Buffer() = default;
-  // kUpload/kReadback memory is host-visible and stays mapped.
+  // Every kind but kDevice is host-visible and stays mapped.
   Buffer(Device& dev, VkDeviceSize size, MemKind kind);
   ~Buffer();
   Buffer(Buffer&& o) noexcept { *this = std::move(o); }

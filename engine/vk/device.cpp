@@ -98,6 +98,34 @@ VkPhysicalDevice choose_device(VkInstance instance) {
                            });
 }
 
+bool has_device_extension(VkPhysicalDevice d, const char* name) {
+  uint32_t n = 0;
+  vkEnumerateDeviceExtensionProperties(d, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> exts(n);
+  vkEnumerateDeviceExtensionProperties(d, nullptr, &n, exts.data());
+  return std::any_of(exts.begin(), exts.end(), [&](const VkExtensionProperties& e) {
+    return std::strcmp(e.extensionName, name) == 0;
+  });
+}
+
+// Whether the device multiplies 16x16 fp16 matrices into fp32 ones per subgroup (mc.comp's shape).
+bool has_coopmat_f16(VkInstance instance, VkPhysicalDevice d) {
+  auto props = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+  if (props == nullptr) return false;
+  uint32_t n = 0;
+  if (props(d, &n, nullptr) != VK_SUCCESS) return false;
+  std::vector<VkCooperativeMatrixPropertiesNV> shapes(
+      n, VkCooperativeMatrixPropertiesNV{VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+  if (props(d, &n, shapes.data()) != VK_SUCCESS) return false;
+  return std::any_of(shapes.begin(), shapes.end(), [](const VkCooperativeMatrixPropertiesNV& c) {
+    return c.MSize == 16 && c.NSize == 16 && c.KSize == 16 &&
+           c.AType == VK_COMPONENT_TYPE_FLOAT16_NV && c.BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+           c.CType == VK_COMPONENT_TYPE_FLOAT32_NV && c.DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+           c.scope == VK_SCOPE_SUBGROUP_NV;
+  });
+}
+
 }  // namespace
 
 uint64_t Device::validation_errors() {
@@ -198,6 +226,26 @@ Device::Device() {
     features_.subgroup_shuffle = features_.subgroup_arith &&
                                  (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
 
+    // Tensor cores for prefill, where the driver offers the shape mc.comp uses.
+    VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+    std::vector<const char*> dev_exts;
+    const char* cm_env = std::getenv("RWKVD_VK_COOPMAT");
+    if (features_.float16 && features_.subgroup_arith && features_.subgroup_size == 32 &&
+        !(cm_env != nullptr && std::strcmp(cm_env, "0") == 0) &&
+        has_device_extension(phys_, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) {
+      VkPhysicalDeviceFeatures2 q2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+      q2.pNext = &cm;
+      vkGetPhysicalDeviceFeatures2(phys_, &q2);
+      cm.pNext = nullptr;
+      cm.cooperativeMatrixRobustBufferAccess = VK_FALSE;
+      if (cm.cooperativeMatrix && has_coopmat_f16(instance_, phys_)) {
+        features_.coopmat = true;
+        dev_exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+        e12.pNext = &cm;
+      }
+    }
+
     const float prio = 1.0f;
     VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
     qci.queueFamilyIndex = family_;
@@ -207,6 +255,8 @@ Device::Device() {
     dci.pNext = &e2;
     dci.queueCreateInfoCount = 1;
     dci.pQueueCreateInfos = &qci;
+    dci.enabledExtensionCount = static_cast<uint32_t>(dev_exts.size());
+    dci.ppEnabledExtensionNames = dev_exts.data();
     RWKVD_VK(vkCreateDevice(phys_, &dci, nullptr, &dev_));
     vkGetDeviceQueue(dev_, family_, 0, &queue_);
   } catch (...) {

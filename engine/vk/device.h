@@ -18,6 +18,9 @@ struct DeviceFeatures {
   bool subgroup_arith = false;  // compute-stage subgroup add (the _sg matmul variant)
   bool subgroup_shuffle = false;  // and shuffles (wkv_sg)
   uint32_t subgroup_size = 0;
+  // VK_NV_cooperative_matrix with 16x16x16 fp16 x fp16 -> fp32 subgroup matrices and 32-wide
+  // subgroups: the tensor-core prefill product (mc.comp). $RWKVD_VK_COOPMAT=0 turns it off.
+  bool coopmat = false;
 };
 
 class Device {

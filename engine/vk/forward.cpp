@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "engine/error.h"
 #include "engine/vk/vk_check.h"
@@ -87,7 +88,11 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
   const uint32_t at = a_.total;
   act_ = Buffer(dev, VkDeviceSize{at} * 4, MemKind::kDevice);
   state_ = Buffer(dev, VkDeviceSize{n_slots} * hp_.state_floats() * 4, MemKind::kDevice);
-  meta_ = Buffer(dev, (4 * VkDeviceSize{Tc} + 4 * seq_cap + Tc) * 4, MemKind::kUpload);
+  // Every row kernel and wkv reads the batch description, some through two dependent loads:
+  // from host memory each such load crosses PCIe, microseconds per dispatch.
+  const MemKind meta_kind = std::getenv("RWKVD_VK_META_HOST") != nullptr ? MemKind::kUpload
+                                                                         : MemKind::kDeviceMapped;
+  meta_ = Buffer(dev, (4 * VkDeviceSize{Tc} + 4 * seq_cap + Tc) * 4, meta_kind);
   readback_ = Buffer(dev, VkDeviceSize{Tc} * (D + hp_.n_vocab) * 4, MemKind::kReadback);
   cmds_.run_now([&](VkCommandBuffer cb) {
     vkCmdFillBuffer(cb, state_.handle(), 0, VK_WHOLE_SIZE, 0);

@@ -11,7 +11,8 @@ namespace rwkvd::engine::vk {
 namespace {
 
 constexpr uint32_t kTokenTile = 8;                    // mm.comp TT: tokens per workgroup
-constexpr uint32_t kTileRows = 64, kTileTokens = 64;  // mt.comp BM, BN
+constexpr uint32_t kTileRows = 64, kTileTokens = 64;  // mt.comp and mc.comp BM, BN
+constexpr uint32_t kCoopmatK = 64;                    // mc.comp BK: K must be a multiple
 constexpr uint32_t kWkvBlock = 8;  // wkv_sg.comp TB: tokens per block (a multiple of 4)
 
 struct MmPush {
@@ -60,6 +61,10 @@ uint32_t mv_tokens(uint32_t T) {
   return std::min(tt, std::bit_floor(cap));
 }
 
+bool is_float_type(GgmlType t) {
+  return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16;
+}
+
 }  // namespace
 
 std::string weight_type_suffix(GgmlType t) {
@@ -81,6 +86,7 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
     max_row_groups_ = 4;
   }
   mt_min_t_ = env_u32("RWKVD_VK_MT_MIN_T", 9);
+  coopmat_ = dev.features().coopmat;
   wkv_portable_ = std::getenv("RWKVD_VK_WKV_PORTABLE") != nullptr;
   // $RWKVD_VK_ROW_SLICES=0|1 overrides the choice (tests run both on lavapipe).
   if (const char* v = std::getenv("RWKVD_VK_ROW_SLICES"); v != nullptr && *v != '\0') {
@@ -98,6 +104,7 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size) {
   for (GgmlType t : types) {
     pipes_.get("mm_" + weight_type_suffix(t) + sg, {wg_, kTokenTile});
     pipes_.get("mt_" + weight_type_suffix(t), {});
+    if (coopmat_ && !is_float_type(t)) pipes_.get("mc_" + weight_type_suffix(t), {});
     if (mv_max_t_ > 0) {
       // The token tiles mv_tokens() can pick, no more: each pipeline costs start-up time.
       for (uint32_t tt = 1; tt <= mv_tokens(std::min(mv_max_t_, 8u)); tt *= 2) {
@@ -119,6 +126,11 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size) {
 // (measured on an H100: 2.9B Q4_K_M gen-8 +13%, gen-32 +29%, gen-1 unchanged).
 uint32_t Kernels::mv_rows(uint32_t tokens) const {
   return mv_rows_ > 0 ? mv_rows_ : tokens == 1 ? 1 : 2;
+}
+
+bool Kernels::uses_coopmat(GgmlType type, uint32_t K, uint32_t T) const {
+  return coopmat_ && !is_float_type(type) && K % kCoopmatK == 0 && T > mv_max_t_ &&
+         T >= mt_min_t_;
 }
 
 bool Kernels::wkv_sg(uint32_t head_size) const {
@@ -155,8 +167,11 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     max_n = std::max(max_n, s.N);
   }
   pc.T = T;
-  bool k32 = true;
-  for (const MmSlot& sl : slots) k32 = k32 && sl.K % 32 == 0;
+  bool k32 = true, coopmat = true;
+  for (const MmSlot& sl : slots) {
+    k32 = k32 && sl.K % 32 == 0;
+    coopmat = coopmat && uses_coopmat(type, sl.K, T);
+  }
   if (k32 && T <= mv_max_t_) {
     const uint32_t tt = mv_tokens(T);
     bind(cb, set,
@@ -169,7 +184,8 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     return;
   }
   if (k32 && T >= mt_min_t_) {  // (mv took every T <= mv_max_t_ above)
-    bind(cb, set, pipes_.get("mt_" + weight_type_suffix(type), {}), &pc, sizeof(pc));
+    const std::string kernel = coopmat ? "mc_" : "mt_";
+    bind(cb, set, pipes_.get(kernel + weight_type_suffix(type), {}), &pc, sizeof(pc));
     vkCmdDispatch(cb, ceil_div(max_n, kTileRows), ceil_div(T, kTileTokens),
                   static_cast<uint32_t>(slots.size()));
     return;

@@ -68,6 +68,10 @@ class Kernels {
   // that also names transfers costs more on some drivers).
   static void compute_barrier(VkCommandBuffer cb);
 
+  // Whether mm() runs T tokens of `type` with inputs of K on tensor cores (mc.comp: fp16
+  // operands, see its precision note) rather than in fp32.
+  bool uses_coopmat(GgmlType type, uint32_t K, uint32_t T) const;
+
   uint32_t dispatches() const { return dispatches_; }  // recorded so far (for reports/tests)
 
  private:
@@ -90,6 +94,7 @@ class Kernels {
   uint32_t mv_max_t_ = 0, mv_wg_ = 64, mv_rows_ = 0;  // rows 0: mv_rows() decides
   // The tiled product (mt.comp) for T > mv_max_t_ and T >= mt_min_t_ ($RWKVD_VK_MT_MIN_T).
   uint32_t mt_min_t_ = 9;
+  bool coopmat_ = false;  // the device has mc.comp's matrices (DeviceFeatures::coopmat)
 };
 
 // Shader-name suffix of a weight type ("q4_k").

@@ -3,6 +3,7 @@
 // with every epilogue, a token count that leaves a partial token tile, with and without the
 // subgroup variant. Types dequantize() cannot read yet are skipped with a message.
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -132,6 +133,7 @@ void check_product(GgmlType type, uint32_t T) {
     }
   }
   const std::vector<float> x = random_floats(size_t{T} * K, 7);
+  bool ran_coopmat = false;
   for (const bool subgroups : {true, false}) {
     if (!subgroups) setenv("RWKVD_VK_NO_SUBGROUP", "1", 1);
     VkRig rig;
@@ -162,18 +164,25 @@ void check_product(GgmlType type, uint32_t T) {
                     y_off[s], mode[s], static_cast<uint32_t>(*engine::ggml_row_bytes(type, K))};
       }
       rig.run([&](VkCommandBuffer cb) { rig.kernels->mm(cb, set, type, slots, T); });
+      const bool fp16 = rig.kernels->uses_coopmat(type, K, T);
+      if (fp16) ran_coopmat = true;
       for (int s = 0; s < 4; ++s) {
         for (uint32_t t = 0; t < T; ++t) {
           for (uint32_t o = 0; o < Ns[s]; ++o) {
-            double y = 0, mag = 0;
+            double y = 0, mag = 0, wsum = 0;
             for (uint32_t i = 0; i < K; ++i) {
               y += double{wf[s][o * K + i]} * x[t * K + i];
               mag += std::abs(double{wf[s][o * K + i]} * x[t * K + i]);
+              wsum += std::abs(double{wf[s][o * K + i]});
             }
             const size_t yo = y_off[s] + t * Ns[s] + o;
             const float want = apply(mode[s], static_cast<float>(y), prev[yo]);
-            // float32 summation error of the dot product, through the epilogue's slope.
-            const double tol_y = 2e-6 * mag + 1e-6;
+            // float32 summation error of the dot product, through the epilogue's slope. On
+            // tensor cores (mc.comp) both operands are rounded to fp16 (2^-11 relative each)
+            // and inputs, scaled by 2^-8, to fp16's subnormal step (2^-25, 2^-17 unscaled).
+            const double tol_y = fp16 ? 2.2 * std::ldexp(1.0, -11) * mag +
+                                            std::ldexp(1.0, -17) * wsum + 2e-6 * mag + 1e-6
+                                      : 2e-6 * mag + 1e-6;
             const double tol =
                 mode[s] == MmMode::kReluSq ? (2 * std::abs(y) + tol_y) * tol_y : tol_y;
             ASSERT_NEAR(rig.ptr<float>(rig.act)[yo], want, tol)
@@ -185,6 +194,7 @@ void check_product(GgmlType type, uint32_t T) {
     }
     RWKVD_EXPECT_NO_VALIDATION_ERRORS(errors);
   }
+  if (ran_coopmat) std::printf("[ coopmat  ] T = %u ran on tensor cores (mc.comp)\n", T);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryType, VkMatmul,

@@ -1,0 +1,117 @@
+#version 450
+// Prefill products on tensor cores (VK_NV_cooperative_matrix): y[t][o] = epilogue(sum_i W[o][i] *
+// x[t][i]) for many tokens, quantised weights only. A workgroup of four 32-wide subgroups owns a
+// tile of BN = 64 tokens by BM = 64 output rows and walks K 64 inputs (two 32-weight pieces of
+// piece.glsl) per step: each invocation decodes one piece into shared memory as fp16, each stages
+// 32 of the tokens' inputs as fp16, and each subgroup multiplies a 32 x 32 quarter of the tile
+// with 16 x 16 x 16 fp16 matrices accumulating in fp32. The tile goes through shared memory once
+// more for the epilogue (the fragments' element order is opaque).
+//
+// Precision: operands are rounded to fp16 (relative 2^-11). The inputs are scaled by 2^-8 first
+// (and the sums back by 2^8, both exact), so activations up to 2^24 - the relu^2 output that
+// feeds the ffn value product can pass fp16's 65504 - stay finite; the cost is an absolute
+// rounding of 2^-17 for inputs below 2^-6. Float weights keep the fp32 kernels (mt.comp),
+// whose results the F32 fixtures check at 1e-5.
+#extension GL_NV_cooperative_matrix : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#include "common.glsl"
+#include "quant.glsl"
+#include "piece.glsl"
+
+layout(local_size_x = 128) in;
+const uint BM = 64, BN = 64, BK = 64;
+// Tiles in shared memory as uvec4 (8 halves): a row of BK halves is 8 uvec4, padded to 9 so
+// that the 16 rows one fragment load reads fall in different banks.
+const uint kStride = BK / 8 + 1;
+const uint kCStride = BM + 4;  // floats per token row of the fp32 result tile
+const float kInScale = 1.0 / 256.0;
+
+#include "product.glsl"
+
+shared uvec4 w_tile[BM * kStride];  // [row][k]: B as a column-major K x BM matrix
+shared uvec4 x_tile[BN * kStride];  // [token][k]: A, row-major BN x K
+shared float c_tile[BN * kCStride];  // [token][row]
+
+uvec4 pack8(vec4 a, vec4 b) {
+  return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
+}
+
+void main() {
+  const uint s = gl_WorkGroupID.z, tid = gl_LocalInvocationID.x;
+  const uint K = pc.K[s], N = pc.N[s], T = pc.T;
+  const uint m0 = gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BN;
+  if (m0 >= N) return;  // a shorter weight of the group: uniform per workgroup
+  // Decode duty: row wr of the tile, piece 2q + wp of step q.
+  const uint wr = tid % BM, wp = tid / BM;
+  const uint w_row = min(m0 + wr, N - 1u) * pc.row_bytes[s];
+  // Staging duty: token xt of the tile, inputs 32 xh .. 32 xh + 31 of the step.
+  const uint xt = tid / 2u, xh = tid % 2u;
+  const bool x_live = t0 + xt < T;
+  const uint x_row = (pc.x_off[s] + min(t0 + xt, T - 1u) * K) / 4u;
+  // This subgroup's quarter: tokens 32 qt.., rows 32 qr..
+  const uint sg = gl_SubgroupID, qt = sg / 2u, qr = sg % 2u;
+
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[2][2];
+  [[unroll]] for (uint i = 0; i < 2; ++i) {
+    [[unroll]] for (uint j = 0; j < 2; ++j) {
+      acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+    }
+  }
+
+  for (uint q = 0; q < K / BK; ++q) {
+    {
+      const uint p = 2u * q + wp;
+      vec4 w[8];
+      vec4 aff;
+      piece(s, w_row, p, w, aff);
+#ifdef PIECE_AFFINE
+      [[unroll]] for (uint k = 0; k < 4; ++k) {
+        w[k] = w[k] * aff.x + aff.y;
+        w[4 + k] = w[4 + k] * aff.z + aff.w;
+      }
+#endif
+      // Runs A and B of the piece are 16 inputs each, at their offsets within the step.
+      const uint ka = (run_a(p) - BK * q) / 8u, kb = (run_b(p) - BK * q) / 8u;
+      w_tile[wr * kStride + ka] = pack8(w[0], w[1]);
+      w_tile[wr * kStride + ka + 1u] = pack8(w[2], w[3]);
+      w_tile[wr * kStride + kb] = pack8(w[4], w[5]);
+      w_tile[wr * kStride + kb + 1u] = pack8(w[6], w[7]);
+    }
+    {
+      const uint xo = x_row + (BK * q + 32u * xh) / 4u;
+      [[unroll]] for (uint j = 0; j < 4; ++j) {
+        const vec4 a = x_live ? act4[xo + 2u * j] * kInScale : vec4(0);
+        const vec4 b = x_live ? act4[xo + 2u * j + 1u] * kInScale : vec4(0);
+        x_tile[xt * kStride + 4u * xh + j] = pack8(a, b);
+      }
+    }
+    barrier();
+    [[unroll]] for (uint kk = 0; kk < BK / 16u; ++kk) {
+      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[2], b[2];
+      [[unroll]] for (uint i = 0; i < 2; ++i) {
+        coopMatLoadNV(a[i], x_tile, (32u * qt + 16u * i) * kStride + 2u * kk, kStride, false);
+        coopMatLoadNV(b[i], w_tile, (32u * qr + 16u * i) * kStride + 2u * kk, kStride, true);
+      }
+      [[unroll]] for (uint i = 0; i < 2; ++i) {
+        [[unroll]] for (uint j = 0; j < 2; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
+      }
+    }
+    barrier();
+  }
+  [[unroll]] for (uint i = 0; i < 2; ++i) {
+    [[unroll]] for (uint j = 0; j < 2; ++j) {
+      coopMatStoreNV(acc[i][j], c_tile, (32u * qt + 16u * i) * kCStride + 32u * qr + 16u * j,
+                     kCStride, false);
+    }
+  }
+  barrier();
+  for (uint e = tid; e < BN * BM; e += 128u) {
+    const uint tt = e / BM, o = m0 + e % BM, t = t0 + tt;
+    if (t < T && o < N) {
+      const uint yo = pc.y_off[s] + t * N + o;
+      act[yo] = epilogue(s, yo, c_tile[tt * kCStride + e % BM] / kInScale);
+    }
+  }
+}
