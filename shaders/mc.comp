@@ -60,12 +60,18 @@ void main() {
     }
   }
 
-  for (uint q = 0; q < K / BK; ++q) {
+  // Registers carry step q + 1's weight piece and inputs while step q multiplies, so the
+  // loads' latency hides behind the matrix work.
+  const uint nq = K / BK;
+  Raw raw = load_piece(s, w_row, wp);
+  vec4 xv[8];
+  [[unroll]] for (uint j = 0; j < 8; ++j) xv[j] = x_live ? act4[x_row + 8u * xh + j] : vec4(0);
+  for (uint q = 0; q < nq; ++q) {
     {
       const uint p = 2u * q + wp;
       vec4 w[8];
       vec4 aff;
-      piece(s, w_row, p, w, aff);
+      unpack_piece(raw, p, w, aff);
 #ifdef PIECE_AFFINE
       [[unroll]] for (uint k = 0; k < 4; ++k) {
         w[k] = w[k] * aff.x + aff.y;
@@ -78,16 +84,17 @@ void main() {
       w_tile[wr * kStride + ka + 1u] = pack8(w[2], w[3]);
       w_tile[wr * kStride + kb] = pack8(w[4], w[5]);
       w_tile[wr * kStride + kb + 1u] = pack8(w[6], w[7]);
-    }
-    {
-      const uint xo = x_row + (BK * q + 32u * xh) / 4u;
       [[unroll]] for (uint j = 0; j < 4; ++j) {
-        const vec4 a = x_live ? act4[xo + 2u * j] * kInScale : vec4(0);
-        const vec4 b = x_live ? act4[xo + 2u * j + 1u] * kInScale : vec4(0);
-        x_tile[xt * kStride + 4u * xh + j] = pack8(a, b);
+        x_tile[xt * kStride + 4u * xh + j] =
+            pack8(xv[2u * j] * kInScale, xv[2u * j + 1u] * kInScale);
       }
     }
     barrier();
+    if (q + 1u < nq) {
+      raw = load_piece(s, w_row, 2u * (q + 1u) + wp);
+      const uint xo = x_row + (BK * (q + 1u) + 32u * xh) / 4u;
+      [[unroll]] for (uint j = 0; j < 8; ++j) xv[j] = x_live ? act4[xo + j] : vec4(0);
+    }
     [[unroll]] for (uint kk = 0; kk < BK / 16u; ++kk) {
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[2], b[2];
       [[unroll]] for (uint i = 0; i < 2; ++i) {

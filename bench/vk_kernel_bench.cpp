@@ -1,0 +1,150 @@
+// GPU time of single kernels in isolation, from timestamp queries around a chain of identical
+// dispatches (Google Benchmark, manual time = GPU time per dispatch). Answers what a profile of
+// the whole forward cannot: what one dependent dispatch costs on its own (a near-empty product,
+// with and without a barrier after it), and how close each product gets to the memory or
+// arithmetic bound at the shapes of a real model.
+//
+//   vk_kernel_bench [--benchmark_filter=REGEX]      (env knobs of docs/VULKAN.md apply)
+//
+// Weights live in device-local memory filled with a fixed byte pattern (timing only: the values
+// do not matter, every pattern is finite), activations are zero.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/ggml_type.h"
+#include "engine/vk/buffer.h"
+#include "engine/vk/commands.h"
+#include "engine/vk/device.h"
+#include "engine/vk/kernels.h"
+#include "engine/vk/pipelines.h"
+#include "engine/vk/vk_check.h"
+
+namespace {
+
+using namespace rwkvd::engine;
+using namespace rwkvd::engine::vk;
+
+constexpr uint32_t kChain = 64;  // dispatches between the two timestamps
+
+struct Gpu {
+  Gpu() : pipes(dev), kernels(dev, pipes), cmds(dev), sets(dev, pipes.set_layout(), 64) {
+    VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qi.queryCount = 2;
+    RWKVD_VK(vkCreateQueryPool(dev.device(), &qi, nullptr, &queries));
+    std::fprintf(stderr, "device: %s, coopmat %d, subgroup %u\n", dev.name().c_str(),
+                 dev.features().coopmat ? 1 : 0, dev.features().subgroup_size);
+  }
+  ~Gpu() { vkDestroyQueryPool(dev.device(), queries, nullptr); }
+
+  // Seconds of GPU time per dispatch of `record` (called kChain times).
+  double time(const std::function<void(VkCommandBuffer)>& one, bool barriers) {
+    cmds.run_now([&](VkCommandBuffer cb) {
+      vkCmdResetQueryPool(cb, queries, 0, 2);
+      Kernels::barrier(cb);
+      vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries, 0);
+      for (uint32_t i = 0; i < kChain; ++i) {
+        one(cb);
+        if (barriers) Kernels::compute_barrier(cb);
+      }
+      vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries, 1);
+    });
+    uint64_t t[2];
+    RWKVD_VK(vkGetQueryPoolResults(dev.device(), queries, 0, 2, sizeof(t), t, 8,
+                                   VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+    return static_cast<double>(t[1] - t[0]) * dev.props().limits.timestampPeriod * 1e-9 / kChain;
+  }
+
+  Device dev;
+  Pipelines pipes;
+  Kernels kernels;
+  Commands cmds;
+  DescriptorSets sets;
+  VkQueryPool queries = VK_NULL_HANDLE;
+};
+
+Gpu& gpu() {
+  static Gpu g;
+  return g;
+}
+
+// One product y[T][N] = W[N][K] x[T][K] of `type`, weights device-local.
+struct Product {
+  Product(GgmlType weight_type, uint32_t K, uint32_t N, uint32_t tokens)
+      : type(weight_type), T(tokens) {
+    Gpu& g = gpu();
+    const uint32_t rb = static_cast<uint32_t>(*ggml_row_bytes(weight_type, K));
+    bytes = uint64_t{rb} * N;
+    weights = Buffer(g.dev, bytes + 64, MemKind::kDevice);
+    act = Buffer(g.dev, (uint64_t{T} * K + uint64_t{T} * N) * 4, MemKind::kDevice);
+    small = Buffer(g.dev, 4096, MemKind::kDevice);
+    g.cmds.run_now([&](VkCommandBuffer cb) {
+      vkCmdFillBuffer(cb, weights.handle(), 0, VK_WHOLE_SIZE, 0x3a3b3c3du);  // finite halves
+      vkCmdFillBuffer(cb, act.handle(), 0, VK_WHOLE_SIZE, 0);
+      vkCmdFillBuffer(cb, small.handle(), 0, VK_WHOLE_SIZE, 0);
+    });
+    SetBindings b;
+    b.meta = b.vecs = b.state = {small.handle(), 0, VK_WHOLE_SIZE};
+    b.act = {act.handle(), 0, VK_WHOLE_SIZE};
+    for (auto& w : b.weights) w = {weights.handle(), 0, VK_WHOLE_SIZE};
+    set = g.sets.make(b);
+    slot = {K, N, 0, T * K, MmMode::kStore, rb};
+  }
+  void record(VkCommandBuffer cb) { gpu().kernels.mm(cb, set, type, {&slot, 1}, T); }
+
+  GgmlType type;
+  uint32_t T;
+  uint64_t bytes = 0;
+  Buffer weights, act, small;
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  MmSlot slot;
+};
+
+void run(benchmark::State& state, Product& p, bool barriers) {
+  double per = 0;
+  for (auto _ : state) {
+    per = gpu().time([&](VkCommandBuffer cb) { p.record(cb); }, barriers);
+    state.SetIterationTime(per);
+  }
+  const double flops = 2.0 * p.slot.K * p.slot.N * p.T;
+  state.counters["us"] = per * 1e6;
+  state.counters["GB/s"] = static_cast<double>(p.bytes) / per * 1e-9;
+  state.counters["TFLOP/s"] = flops / per * 1e-12;
+}
+
+// A product that moves almost nothing: what a dependent dispatch costs by itself.
+void BM_EmptyDispatch(benchmark::State& state) {
+  Product p(GgmlType::F32, 32, 1, 1);
+  run(state, p, state.range(0) != 0);
+}
+BENCHMARK(BM_EmptyDispatch)->ArgName("barrier")->Arg(1)->Arg(0)->UseManualTime()->Iterations(10);
+
+// Decode (T tokens) and prefill products at the 2.9B model's shapes (D 2560, ffn 10240).
+void BM_Product(benchmark::State& state) {
+  const auto type = static_cast<GgmlType>(state.range(0));
+  Product p(type, static_cast<uint32_t>(state.range(1)), static_cast<uint32_t>(state.range(2)),
+            static_cast<uint32_t>(state.range(3)));
+  state.SetLabel(std::string(ggml_traits(type).name) + (state.range(4) ? " barrier" : " overlap"));
+  run(state, p, state.range(4) != 0);
+}
+void product_args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"type", "K", "N", "T", "barrier"});
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::F16, GgmlType::F32}) {
+    const auto ti = static_cast<int64_t>(t);
+    for (const auto& [K, N] : {std::pair{2560, 10240}, {10240, 2560}, {2560, 2560}}) {
+      b->Args({ti, K, N, 1, 1});
+      b->Args({ti, K, N, 1, 0});
+      b->Args({ti, K, N, 8, 1});
+      b->Args({ti, K, N, 512, 1});
+    }
+  }
+}
+BENCHMARK(BM_Product)->Apply(product_args)->UseManualTime()->Iterations(10);
+
+}  // namespace
+
+BENCHMARK_MAIN();
