@@ -1,11 +1,13 @@
 #version 450
 // Prefill products on tensor cores (VK_NV_cooperative_matrix): y[t][o] = epilogue(sum_i W[o][i] *
 // x[t][i]) for many tokens, quantised weights only. A workgroup of four 32-wide subgroups owns a
-// tile of BN = 64 tokens by BM = 64 output rows and walks K 64 inputs (two 32-weight pieces of
-// piece.glsl) per step: each invocation decodes one piece into shared memory as fp16, each stages
-// 32 of the tokens' inputs as fp16, and each subgroup multiplies a 32 x 32 quarter of the tile
-// with 16 x 16 x 16 fp16 matrices accumulating in fp32. The tile goes through shared memory once
-// more for the epilogue (the fragments' element order is opaque).
+// tile of BN = 64 (or, compiled with -DMC_TOKENS=32, 32) tokens by BM = 64 output rows and walks
+// K 64 inputs (two 32-weight pieces of piece.glsl) per step: each invocation decodes one piece
+// into shared memory as fp16, each stages BN / 2 of the tokens' inputs as fp16, and each
+// subgroup multiplies a BN / 2 x 32 quarter of the tile with 16 x 16 x 16 fp16 matrices
+// accumulating in fp32. The tile goes through shared memory once more for the epilogue (the
+// fragments' element order is opaque). The 32-token tile doubles the workgroups of a product
+// with few output rows, which otherwise leaves SMs idle.
 //
 // Precision: operands are rounded to fp16 (relative 2^-11). The inputs are scaled by 2^-8 first
 // (and the sums back by 2^8, both exact), so activations up to 2^24 - the relu^2 output that
@@ -21,7 +23,13 @@
 #include "piece.glsl"
 
 layout(local_size_x = 128) in;
-const uint BM = 64, BN = 64, BK = 64;
+#ifndef MC_TOKENS
+#define MC_TOKENS 64
+#endif
+const uint BM = 64, BN = MC_TOKENS, BK = 64;
+const uint FT = BN / 32u;       // 16-token fragments per subgroup
+const uint XP = 128u / BN;      // invocations staging one token's step inputs
+const uint XV = BK / XP / 4u;   // vec4 of inputs each of them stages (8 or 4)
 // Tiles in shared memory as uvec4 (8 halves): a row of BK halves is 8 uvec4, padded to 9 so
 // that the 16 rows one fragment load reads fall in different banks.
 const uint kStride = BK / 8 + 1;
@@ -46,15 +54,15 @@ void main() {
   // Decode duty: row wr of the tile, piece 2q + wp of step q.
   const uint wr = tid % BM, wp = tid / BM;
   const uint w_row = min(m0 + wr, N - 1u) * pc.row_bytes[s];
-  // Staging duty: token xt of the tile, inputs 32 xh .. 32 xh + 31 of the step.
-  const uint xt = tid / 2u, xh = tid % 2u;
+  // Staging duty: token xt of the tile, inputs 4 XV xh .. 4 XV (xh + 1) - 1 of the step.
+  const uint xt = tid / XP, xh = tid % XP;
   const bool x_live = t0 + xt < T;
   const uint x_row = (pc.x_off[s] + min(t0 + xt, T - 1u) * K) / 4u;
-  // This subgroup's quarter: tokens 32 qt.., rows 32 qr..
+  // This subgroup's quarter: tokens BN / 2 qt.., rows 32 qr..
   const uint sg = gl_SubgroupID, qt = sg / 2u, qr = sg % 2u;
 
-  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[2][2];
-  [[unroll]] for (uint i = 0; i < 2; ++i) {
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[FT][2];
+  [[unroll]] for (uint i = 0; i < FT; ++i) {
     [[unroll]] for (uint j = 0; j < 2; ++j) {
       acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
     }
@@ -64,8 +72,8 @@ void main() {
   // loads' latency hides behind the matrix work.
   const uint nq = K / BK;
   Raw raw = load_piece(s, w_row, wp);
-  vec4 xv[8];
-  [[unroll]] for (uint j = 0; j < 8; ++j) xv[j] = x_live ? act4[x_row + 8u * xh + j] : vec4(0);
+  vec4 xv[XV];
+  [[unroll]] for (uint j = 0; j < XV; ++j) xv[j] = x_live ? act4[x_row + XV * xh + j] : vec4(0);
   for (uint q = 0; q < nq; ++q) {
     {
       const uint p = 2u * q + wp;
@@ -84,32 +92,34 @@ void main() {
       w_tile[wr * kStride + ka + 1u] = pack8(w[2], w[3]);
       w_tile[wr * kStride + kb] = pack8(w[4], w[5]);
       w_tile[wr * kStride + kb + 1u] = pack8(w[6], w[7]);
-      [[unroll]] for (uint j = 0; j < 4; ++j) {
-        x_tile[xt * kStride + 4u * xh + j] =
+      [[unroll]] for (uint j = 0; j < XV / 2u; ++j) {
+        x_tile[xt * kStride + XV / 2u * xh + j] =
             pack8(xv[2u * j] * kInScale, xv[2u * j + 1u] * kInScale);
       }
     }
     barrier();
     if (q + 1u < nq) {
       raw = load_piece(s, w_row, 2u * (q + 1u) + wp);
-      const uint xo = x_row + (BK * (q + 1u) + 32u * xh) / 4u;
-      [[unroll]] for (uint j = 0; j < 8; ++j) xv[j] = x_live ? act4[xo + j] : vec4(0);
+      const uint xo = x_row + BK * (q + 1u) / 4u + XV * xh;
+      [[unroll]] for (uint j = 0; j < XV; ++j) xv[j] = x_live ? act4[xo + j] : vec4(0);
     }
     [[unroll]] for (uint kk = 0; kk < BK / 16u; ++kk) {
-      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[2], b[2];
-      [[unroll]] for (uint i = 0; i < 2; ++i) {
-        coopMatLoadNV(a[i], x_tile, (32u * qt + 16u * i) * kStride + 2u * kk, kStride, false);
-        coopMatLoadNV(b[i], w_tile, (32u * qr + 16u * i) * kStride + 2u * kk, kStride, true);
+      fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[FT], b[2];
+      [[unroll]] for (uint i = 0; i < FT; ++i) {
+        coopMatLoadNV(a[i], x_tile, (BN / 2u * qt + 16u * i) * kStride + 2u * kk, kStride, false);
       }
       [[unroll]] for (uint i = 0; i < 2; ++i) {
+        coopMatLoadNV(b[i], w_tile, (32u * qr + 16u * i) * kStride + 2u * kk, kStride, true);
+      }
+      [[unroll]] for (uint i = 0; i < FT; ++i) {
         [[unroll]] for (uint j = 0; j < 2; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
       }
     }
     barrier();
   }
-  [[unroll]] for (uint i = 0; i < 2; ++i) {
+  [[unroll]] for (uint i = 0; i < FT; ++i) {
     [[unroll]] for (uint j = 0; j < 2; ++j) {
-      coopMatStoreNV(acc[i][j], c_tile, (32u * qt + 16u * i) * kCStride + 32u * qr + 16u * j,
+      coopMatStoreNV(acc[i][j], c_tile, (BN / 2u * qt + 16u * i) * kCStride + 32u * qr + 16u * j,
                      kCStride, false);
     }
   }

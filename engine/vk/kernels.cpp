@@ -87,6 +87,7 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   }
   mt_min_t_ = env_u32("RWKVD_VK_MT_MIN_T", 9);
   coopmat_ = dev.features().coopmat;
+  mc_small_grid_ = env_u32("RWKVD_VK_MC_SMALL_GRID", 1024);
   wkv_portable_ = std::getenv("RWKVD_VK_WKV_PORTABLE") != nullptr;
   // $RWKVD_VK_ROW_SLICES=0|1 overrides the choice (tests run both on lavapipe).
   if (const char* v = std::getenv("RWKVD_VK_ROW_SLICES"); v != nullptr && *v != '\0') {
@@ -104,7 +105,10 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size) {
   for (GgmlType t : types) {
     pipes_.get("mm_" + weight_type_suffix(t) + sg, {wg_, kTokenTile});
     pipes_.get("mt_" + weight_type_suffix(t), {});
-    if (coopmat_ && !is_float_type(t)) pipes_.get("mc_" + weight_type_suffix(t), {});
+    if (coopmat_ && !is_float_type(t)) {
+      pipes_.get("mc_" + weight_type_suffix(t), {});
+      pipes_.get("mc_" + weight_type_suffix(t) + "_t32", {});
+    }
     if (mv_max_t_ > 0) {
       // The token tiles mv_tokens() can pick, no more: each pipeline costs start-up time.
       for (uint32_t tt = 1; tt <= mv_tokens(std::min(mv_max_t_, 8u)); tt *= 2) {
@@ -185,10 +189,20 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     return;
   }
   if (k32 && T >= mt_min_t_) {  // (mv took every T <= mv_max_t_ above)
-    const std::string kernel = coopmat ? "mc_" : "mt_";
-    bind(cb, set, pipes_.get(kernel + weight_type_suffix(type), {}), &pc, sizeof(pc));
-    vkCmdDispatch(cb, ceil_div(max_n, kTileRows), ceil_div(T, kTileTokens),
-                  static_cast<uint32_t>(slots.size()));
+    const uint32_t n_slots = static_cast<uint32_t>(slots.size());
+    if (coopmat) {
+      // 32-token tiles where 64-token ones would leave the GPU short of workgroups.
+      const uint32_t tokens = ceil_div(max_n, kTileRows) * ceil_div(T, kTileTokens) * n_slots <
+                                      mc_small_grid_
+                                  ? 32
+                                  : kTileTokens;
+      const std::string variant = tokens == 32 ? "_t32" : "";
+      bind(cb, set, pipes_.get("mc_" + weight_type_suffix(type) + variant, {}), &pc, sizeof(pc));
+      vkCmdDispatch(cb, ceil_div(max_n, kTileRows), ceil_div(T, tokens), n_slots);
+      return;
+    }
+    bind(cb, set, pipes_.get("mt_" + weight_type_suffix(type), {}), &pc, sizeof(pc));
+    vkCmdDispatch(cb, ceil_div(max_n, kTileRows), ceil_div(T, kTileTokens), n_slots);
     return;
   }
   const std::string sg = dev_.features().subgroup_arith ? "_sg" : "";

@@ -95,6 +95,9 @@ class Kernels {
   // The tiled product (mt.comp) for T > mv_max_t_ and T >= mt_min_t_ ($RWKVD_VK_MT_MIN_T).
   uint32_t mt_min_t_ = 9;
   bool coopmat_ = false;  // the device has mc.comp's matrices (DeviceFeatures::coopmat)
+  // mc.comp takes 32-token tiles when 64-token ones would make fewer workgroups than this
+  // ($RWKVD_VK_MC_SMALL_GRID; 0 never, a huge value always).
+  uint32_t mc_small_grid_ = 1024;
 };
 
 // Shader-name suffix of a weight type ("q4_k").

@@ -109,11 +109,17 @@ class VkMatmul : public ::testing::TestWithParam<GgmlType> {};
 // tiled mt.comp from 9 tokens); 70 (two 64-token tiles) runs mt.comp, or mc.comp on tensor
 // cores for quantised types where the device has them. One device per variant: the NVIDIA
 // driver refuses new instances after a few dozen in one process.
+// Variants: subgroups; subgroups with mc.comp's 64-token tiles (the test's grids are small
+// enough to get its 32-token tiles otherwise; tensor-core devices only); no subgroups.
 TEST_P(VkMatmul, MatchesDequantizedCpuProductEveryEpilogue) {
-  for (const bool subgroups : {true, false}) {
+  for (const int variant : {0, 1, 2}) {
+    const bool subgroups = variant != 2;
     if (!subgroups) setenv("RWKVD_VK_NO_SUBGROUP", "1", 1);
+    if (variant == 1) setenv("RWKVD_VK_MC_SMALL_GRID", "0", 1);
     VkRig rig;
     unsetenv("RWKVD_VK_NO_SUBGROUP");
+    unsetenv("RWKVD_VK_MC_SMALL_GRID");
+    if (variant == 1 && !rig.dev->features().coopmat) continue;
     const uint64_t errors = Device::validation_errors();
     for (const uint32_t T : {1u, 3u, 11u, 70u}) {
       SCOPED_TRACE("T = " + std::to_string(T));
