@@ -50,9 +50,7 @@ void unpack_piece(Raw r, uint p, out vec4 w[8], out vec4 aff) {
   const vec2 dm = unpackHalf2x16(r.hd.x);
   const uint c = (p >> 1) & 3u;
   const uvec2 sa = kscale(r.hd, 2u * c), sbb = kscale(r.hd, 2u * c + 1u);
-  // unpackUnorm4x8 gives q / 255: the 255 goes into the scale.
-  aff = vec4(dm.x * float(sa.x) * 255.0, -dm.y * float(sa.y), dm.x * float(sbb.x) * 255.0,
-             -dm.y * float(sbb.y));
+  aff = vec4(dm.x * float(sa.x), -dm.y * float(sa.y), dm.x * float(sbb.x), -dm.y * float(sbb.y));
   [[unroll]] for (uint k = 0; k < 4; ++k) {
     uint lo = r.q[k] & 0x0f0f0f0fu, hi = (r.q[k] >> 4) & 0x0f0f0f0fu;
 #if defined(WTYPE_Q5_K)
@@ -60,8 +58,8 @@ void unpack_piece(Raw r, uint p, out vec4 w[8], out vec4 aff) {
     lo |= ((r.qh[k] >> (2u * c)) & 0x01010101u) << 4;
     hi |= ((r.qh[k] >> (2u * c + 1u)) & 0x01010101u) << 4;
 #endif
-    w[k] = unpackUnorm4x8(lo);
-    w[4 + k] = unpackUnorm4x8(hi);
+    w[k] = small_bytes(lo);
+    w[4 + k] = small_bytes(hi);
   }
 }
 #else
