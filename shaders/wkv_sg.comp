@@ -8,6 +8,11 @@
 //     not interact, so this phase has no barrier at all;
 //  C. in parallel again: GroupNorm of each token's head output, bonus, gate.
 // Only phase B is sequential, and it is ~NS/4 multiply-adds per token.
+// With pc.lora = 1 (decode: a few tokens) the kernel also does the LoRA up products itself
+// (phase L, before A): w, a, v and g of the head's channels from the LoRA down outputs and the
+// F32 up weights bound as weights 0..3 (w2, a2, g2, v2), 4 invocations per channel. That saves
+// a dispatch and the barrier after it per layer; for long chunks the separate product is
+// faster, and the host does not set lora.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -30,6 +35,9 @@ layout(push_constant) uniform PC {
   uint slot_floats;
   uint layer0;
   uint meta_seq;
+  uint lora;                    // 1: phase L computes wl, al, vl, g (then *_off above unused)
+  uint hw_off, ha_off, hv_off, hg_off;  // act [T][rank]: LoRA down outputs
+  uint rank_w, rank_a, rank_v, rank_g;  // multiples of 4
 }
 pc;
 
@@ -37,6 +45,21 @@ shared float s_w[TB * NS], s_kk[TB * NS], s_ka[TB * NS], s_k[TB * NS], s_r[TB * 
     s_v[TB * NS], s_y[TB * NS];
 shared vec2 s_part[64];  // per-subgroup partial sums (NS * 4 / subgroup size <= 64)
 shared float s_bonus[TB];
+shared float s_lw[TB * NS], s_la[TB * NS], s_lv[TB * NS], s_lg[TB * NS];  // phase L results
+
+// Part `part` (of P) of row ch of F32 weight binding s (rank inputs) times h: vec4 j = part + P m.
+float lora_part(uint s, uint ch, uint rank, uint h_off, uint part) {
+  const uint w0 = ch * rank / 4u, x0 = h_off / 4u;
+  vec4 acc = vec4(0);
+  for (uint j = part; j < rank / 4u; j += P) acc += uintBitsToFloat(wb4[s].w[w0 + j]) * act4[x0 + j];
+  return dot(acc, vec4(1));
+}
+
+// The 4 lanes of a row (consecutive invocations) add their parts.
+float row_sum(float v) {
+  v += subgroupShuffleXor(v, 1u);
+  return v + subgroupShuffleXor(v, 2u);
+}
 
 // Sum of v over the NS channels of the caller's token slot of this pass (its subgroup lies
 // inside them).
@@ -74,6 +97,26 @@ void main() {
 
   for (uint b0 = 0; b0 < n; b0 += TB) {
     const uint nb = min(TB, n - b0);
+    if (pc.lora != 0) {
+      // L: LoRA up products of the block's tokens, channel `row`, 4 lanes each.
+      const uint lch = h * NS + row;
+      for (uint tt = 0; tt < nb; ++tt) {
+        const uint t = first + b0 + tt;
+        const float lw = row_sum(lora_part(0u, lch, pc.rank_w, pc.hw_off + t * pc.rank_w, part));
+        const float la = row_sum(lora_part(1u, lch, pc.rank_a, pc.ha_off + t * pc.rank_a, part));
+        const float lg = row_sum(lora_part(2u, lch, pc.rank_g, pc.hg_off + t * pc.rank_g, part));
+        const float lv = pc.layer0 != 0
+                             ? 0.0
+                             : row_sum(lora_part(3u, lch, pc.rank_v, pc.hv_off + t * pc.rank_v, part));
+        if (part == 0) {
+          s_lw[tt * NS + row] = lw;
+          s_la[tt * NS + row] = la;
+          s_lv[tt * NS + row] = lv;
+          s_lg[tt * NS + row] = lg;
+        }
+      }
+      barrier();
+    }
     // A: per-token, per-channel inputs of the recurrence.
     for (uint tt = tid / NS; tt < TB; tt += lanes_tok) {
       const bool live = tt < nb;
@@ -82,16 +125,19 @@ void main() {
         const uint o = (first + b0 + tt) * D + ch;
         const float r = act[pc.r_off + o], k = act[pc.k_off + o];
         float v = act[pc.v_off + o];
-        const float a = sigmoid(a0 + act[pc.al_off + o]);
+        const bool fused = pc.lora != 0;
+        const float a = sigmoid(a0 + (fused ? s_la[tt * NS + c] : act[pc.al_off + o]));
         if (pc.layer0 != 0) {
           act[pc.vf_off + o] = v;
         } else {
-          v += (act[pc.vf_off + o] - v) * sigmoid(v0 + act[pc.vl_off + o]);
+          v += (act[pc.vf_off + o] - v) *
+               sigmoid(v0 + (fused ? s_lv[tt * NS + c] : act[pc.vl_off + o]));
         }
         kr = k * kkw;
         const float k2 = k * (1.0 + (a - 1.0) * kaw);
         bonus = r * k2 * rkw;
-        s_w[tt * NS + c] = exp(-0.606531 * sigmoid(w0 + act[pc.wl_off + o]));
+        s_w[tt * NS + c] =
+            exp(-0.606531 * sigmoid(w0 + (fused ? s_lw[tt * NS + c] : act[pc.wl_off + o])));
         s_ka[tt * NS + c] = a;  // times kk below
         s_k[tt * NS + c] = k2;
         s_r[tt * NS + c] = r;
@@ -134,7 +180,8 @@ void main() {
       if (live) {
         const uint o = (first + b0 + tt) * D + ch;
         const float yn = (y - mu) * inversesqrt(var + 64e-5) * lnw + lnb;
-        act[pc.y_off + o] = (yn + s_v[tt * NS + c] * s_bonus[tt]) * act[pc.g_off + o];
+        const float g = pc.lora != 0 ? s_lg[tt * NS + c] : act[pc.g_off + o];
+        act[pc.y_off + o] = (yn + s_v[tt * NS + c] * s_bonus[tt]) * g;
       }
     }
     barrier();  // the next block overwrites the shared arrays

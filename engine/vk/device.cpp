@@ -223,8 +223,8 @@ Device::Device() {
     features_.subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                                (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
                                sg.subgroupSize >= 4 && !env_flag("RWKVD_VK_NO_SUBGROUP");
-    features_.subgroup_shuffle = features_.subgroup_arith &&
-                                 (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+    features_.subgroup_shuffle =
+        features_.subgroup_arith && (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
 
     // Tensor cores for prefill, where the driver offers the shape mc.comp uses.
     VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{

@@ -12,10 +12,10 @@
 namespace rwkvd::engine::vk {
 
 struct DeviceFeatures {
-  bool float16 = false;         // shaderFloat16
-  bool storage16 = false;       // storageBuffer16BitAccess
-  bool storage8 = false;        // storageBuffer8BitAccess
-  bool subgroup_arith = false;  // compute-stage subgroup add (the _sg matmul variant)
+  bool float16 = false;           // shaderFloat16
+  bool storage16 = false;         // storageBuffer16BitAccess
+  bool storage8 = false;          // storageBuffer8BitAccess
+  bool subgroup_arith = false;    // compute-stage subgroup add (the _sg matmul variant)
   bool subgroup_shuffle = false;  // and shuffles (wkv_sg)
   uint32_t subgroup_size = 0;
   // VK_NV_cooperative_matrix with 16x16x16 fp16 x fp16 -> fp32 subgroup matrices and 32-wide

@@ -10,6 +10,10 @@
 namespace rwkvd::engine::vk {
 namespace {
 
+// Most tokens per forward for which wkv does the LoRA up products itself (decode and small
+// batches; longer chunks run them as one product, which is faster there).
+constexpr uint32_t kFusedLoraMaxT = 32;
+
 uint32_t row_bytes(const GgufTensor* t) {
   return static_cast<uint32_t>(*ggml_row_bytes(t->type, static_cast<uint64_t>(t->ne[0])));
 }
@@ -90,8 +94,8 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
   state_ = Buffer(dev, VkDeviceSize{n_slots} * hp_.state_floats() * 4, MemKind::kDevice);
   // Every row kernel and wkv reads the batch description, some through two dependent loads:
   // from host memory each such load crosses PCIe, microseconds per dispatch.
-  const MemKind meta_kind = std::getenv("RWKVD_VK_META_HOST") != nullptr ? MemKind::kUpload
-                                                                         : MemKind::kDeviceMapped;
+  const MemKind meta_kind =
+      std::getenv("RWKVD_VK_META_HOST") != nullptr ? MemKind::kUpload : MemKind::kDeviceMapped;
   meta_ = Buffer(dev, (4 * VkDeviceSize{Tc} + 4 * seq_cap + Tc) * 4, meta_kind);
   readback_ = Buffer(dev, VkDeviceSize{Tc} * (D + hp_.n_vocab) * 4, MemKind::kReadback);
   cmds_.run_now([&](VkCommandBuffer cb) {
@@ -144,16 +148,25 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
     }
     layers_.push_back(std::move(p));
   }
-  head_ = group("mm head", {{model.head, slot_for(model.head, a_.embd, a_.logits, MmMode::kStore)}});
+  head_ =
+      group("mm head", {{model.head, slot_for(model.head, a_.embd, a_.logits, MmMode::kStore)}});
   types.push_back(model.head->type);
   types.push_back(model.token_embd->type);
   std::sort(types.begin(), types.end());
   types.erase(std::unique(types.begin(), types.end()), types.end());
   kernels_.warm(types, hp_.head_size);
+  fuse_lora_ = kernels_.wkv_fuses_lora(hp_.head_size) &&
+               std::all_of(layers_.begin(), layers_.end(), [](const LayerPlan& p) {
+                 return p.second.size() == 1 && p.second[0].type == GgmlType::F32;
+               });
+  for (const uint32_t rank : {hp_.rank_w, hp_.rank_a, hp_.rank_v, hp_.rank_g}) {
+    fuse_lora_ = fuse_lora_ && rank % 4 == 0;
+  }
   // Decode dispatches of the last layer (it has every product).
   dispatches_per_layer_ = 3;  // two shifts and wkv; the rest are matrix products
   for (auto* gs : {&layers_.back().first, &layers_.back().second, &layers_.back().out,
                    &layers_.back().fkey, &layers_.back().fval}) {
+    if (gs == &layers_.back().second && fuse_lora_) continue;
     dispatches_per_layer_ += static_cast<uint32_t>(gs->size());
   }
 }
@@ -301,8 +314,11 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
   Kernels::compute_barrier(cb);
   record_mm(cb, p.first, s.T, prof);
   Kernels::compute_barrier(cb);
-  record_mm(cb, p.second, s.T, prof);
-  Kernels::compute_barrier(cb);
+  const bool fuse_lora = fuse_lora_ && s.T <= kFusedLoraMaxT;
+  if (!fuse_lora) {
+    record_mm(cb, p.second, s.T, prof);
+    Kernels::compute_barrier(cb);
+  }
   WkvArgs wk{D,
              a_.r,
              a_.k,
@@ -325,7 +341,18 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
              slot_floats,
              l == 0 ? 1u : 0u,
              meta_seq()};
-  kernels_.wkv(cb, base_set_, wk, hp_.n_head, N, s.B);
+  if (fuse_lora) {
+    wk.lora = 1;
+    wk.hw_off = a_.hw;
+    wk.ha_off = a_.ha;
+    wk.hv_off = a_.hv;
+    wk.hg_off = a_.hg;
+    wk.rank_w = hp_.rank_w;
+    wk.rank_a = hp_.rank_a;
+    wk.rank_v = hp_.rank_v;
+    wk.rank_g = hp_.rank_g;
+  }
+  kernels_.wkv(cb, fuse_lora ? p.second[0].set : base_set_, wk, hp_.n_head, N, s.B);
   profiler_.stamp(cb, prof, "wkv");
   Kernels::compute_barrier(cb);
   record_mm(cb, p.out, s.T, prof);

@@ -82,8 +82,7 @@ class Forward {
   std::vector<MmGroup> group(const std::string& role,
                              const std::vector<std::pair<const GgufTensor*, MmSlot>>& mats);
   void record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s, uint32_t prof);
-  void record_mm(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T,
-                 uint32_t prof);
+  void record_mm(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T, uint32_t prof);
 
   Device& dev_;
   WeightStore& w_;
@@ -96,6 +95,9 @@ class Forward {
   std::unique_ptr<DescriptorSets> sets_;
   VkDescriptorSet base_set_ = VK_NULL_HANDLE, embed_set_ = VK_NULL_HANDLE;
   std::vector<LayerPlan> layers_;
+  // Decode forwards (T <= kFusedLoraMaxT) let wkv do the LoRA up products: every layer's are one
+  // group of F32 weights with ranks of whole vec4s and the device runs wkv_sg.
+  bool fuse_lora_ = false;
   std::vector<MmGroup> head_;
   Commands cmds_;
   Profiler profiler_;

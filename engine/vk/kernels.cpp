@@ -134,14 +134,18 @@ uint32_t Kernels::mv_rows(uint32_t /*tokens*/) const {
 }
 
 bool Kernels::uses_coopmat(GgmlType type, uint32_t K, uint32_t T) const {
-  return coopmat_ && !is_float_type(type) && K % kCoopmatK == 0 && T > mv_max_t_ &&
-         T >= mt_min_t_;
+  return coopmat_ && !is_float_type(type) && K % kCoopmatK == 0 && T > mv_max_t_ && T >= mt_min_t_;
 }
 
 bool Kernels::wkv_sg(uint32_t head_size) const {
   const DeviceFeatures& f = dev_.features();
   return f.subgroup_shuffle && f.subgroup_size <= head_size && 4 * head_size <= 256 &&
          4 * head_size <= dev_.props().limits.maxComputeWorkGroupSize[0] && !wkv_portable_;
+}
+
+bool Kernels::wkv_fuses_lora(uint32_t head_size) const {
+  static const bool off = env_u32("RWKVD_VK_FUSE_LORA", 1) == 0;
+  return wkv_sg(head_size) && !off;
 }
 
 void Kernels::bind(VkCommandBuffer cb, VkDescriptorSet set, VkPipeline p, const void* pc,
@@ -192,10 +196,10 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     const uint32_t n_slots = static_cast<uint32_t>(slots.size());
     if (coopmat) {
       // 32-token tiles where 64-token ones would leave the GPU short of workgroups.
-      const uint32_t tokens = ceil_div(max_n, kTileRows) * ceil_div(T, kTileTokens) * n_slots <
-                                      mc_small_grid_
-                                  ? 32
-                                  : kTileTokens;
+      const uint32_t tokens =
+          ceil_div(max_n, kTileRows) * ceil_div(T, kTileTokens) * n_slots < mc_small_grid_
+              ? 32
+              : kTileTokens;
       const std::string variant = tokens == 32 ? "_t32" : "";
       bind(cb, set, pipes_.get("mc_" + weight_type_suffix(type) + variant, {}), &pc, sizeof(pc));
       vkCmdDispatch(cb, ceil_div(max_n, kTileRows), ceil_div(T, tokens), n_slots);
@@ -231,6 +235,9 @@ void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& a, uin
                   uint32_t head_size, uint32_t n_seq) {
   if (head_size > 256 || (head_size & (head_size - 1)) != 0) {
     throw EngineError("vk wkv: head size must be a power of two <= 256");
+  }
+  if (a.lora != 0 && !wkv_fuses_lora(head_size)) {
+    throw EngineError("vk wkv: the LoRA up products need the subgroup kernel");
   }
   if (wkv_sg(head_size)) {
     bind(cb, set, pipes_.get("wkv_sg", {4 * head_size, head_size, kWkvBlock}), &a, sizeof(a));

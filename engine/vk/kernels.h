@@ -32,6 +32,10 @@ struct WkvArgs {
   uint32_t D, r_off, k_off, v_off, wl_off, al_off, vl_off, g_off, vf_off, y_off;
   uint32_t w0, a0, v0, k_k, k_a, r_k, lnx_w, lnx_b;
   uint32_t state_base, slot_floats, layer0, meta_seq;
+  // lora = 1: wkv_sg.comp does the LoRA up products (F32 w2, a2, g2, v2 bound as weights 0..3)
+  // from the down outputs at hw_off.. itself; see Kernels::wkv_fuses_lora.
+  uint32_t lora = 0, hw_off = 0, ha_off = 0, hv_off = 0, hg_off = 0;
+  uint32_t rank_w = 0, rank_a = 0, rank_v = 0, rank_g = 0;
 };
 
 struct EmbedArgs {
@@ -60,6 +64,9 @@ class Kernels {
   void shift(VkCommandBuffer cb, VkDescriptorSet set, const ShiftArgs& a, uint32_t T);
   void wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& a, uint32_t n_head,
            uint32_t head_size, uint32_t n_seq);
+  // Whether wkv() can take WkvArgs::lora = 1 (the subgroup kernel; $RWKVD_VK_FUSE_LORA=0 says
+  // no, for comparisons).
+  bool wkv_fuses_lora(uint32_t head_size) const;
   void out_ln(VkCommandBuffer cb, VkDescriptorSet set, const OutLnArgs& a);
 
   // Makes every earlier shader/transfer write visible to every later shader/transfer access.
@@ -82,8 +89,8 @@ class Kernels {
   void bind(VkCommandBuffer cb, VkDescriptorSet set, VkPipeline p, const void* pc, uint32_t size);
   Device& dev_;
   Pipelines& pipes_;
-  uint32_t wg_ = 64;       // workgroup size of the matmul
-  uint32_t row_wg_ = 256;  // workgroup size of the row kernels (embed, shift, out_ln)
+  uint32_t wg_ = 64;        // workgroup size of the matmul
+  uint32_t row_wg_ = 256;   // workgroup size of the row kernels (embed, shift, out_ln)
   bool row_slices_ = true;  // shift spreads a token's channels over D / row_wg_ workgroups
   bool wkv_portable_ = false;
   uint32_t dispatches_ = 0;

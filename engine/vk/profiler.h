@@ -60,7 +60,7 @@ class Profiler {
   uint32_t capacity_ = 0, next_ = 0;
   std::vector<Recording> recordings_;
   std::map<std::pair<uint32_t, std::string>, Total> totals_;  // (tokens, label)
-  std::map<std::pair<uint32_t, std::string>, Total> host_;   // (tokens, label)
+  std::map<std::pair<uint32_t, std::string>, Total> host_;    // (tokens, label)
   std::map<uint32_t, uint64_t> forwards_;                     // tokens -> forwards collected
 };
 

@@ -75,10 +75,11 @@ TEST_F(VkForward, SyntheticAMatchesLlamaEveryVariantEveryPosition) {
   }
 }
 
-// Chunking and batching may change only the order of float additions. For chunking we measured
-// no difference at all (logits and state bit-identical over 1000 tokens: every kernel sums a
-// token's products in the same order whatever the chunk). The bound leaves room for a kernel
-// that tiles tokens differently: about 1 ulp per reordered sum (the README measures llama.cpp's
+// Chunking and batching may change only the order of float additions. Chunks of up to 32 tokens
+// run the LoRA up products inside wkv (4 lanes per channel, another order of the same sums)
+// and longer ones as a separate product: over 1000 tokens of the tiny model, chunk 1 vs 256
+// differ by 1.7e-6 in logits and 2.6e-6 in state (lavapipe). The bound allows about 1 ulp per
+// reordered sum (the README measures llama.cpp's
 // one-call vs one-token at 9.5e-7 on the tiny model), grown along 1000 recurrent steps, on
 // logits and state of magnitude <= 5. A boundary bug (state or token shift not carried into
 // the next chunk) moves them by orders of magnitude more.

@@ -1,6 +1,7 @@
-// The WKV-7 kernels (shaders/wkv_sg.comp and the portable wkv.comp) against a CPU loop over the README's per-token math:
-// two heads, two sequences of different lengths in swapped slots, a random starting state in
-// the docs/STATE_LAYOUT.md layout, with and without the value residual (layer 0 or not).
+// The WKV-7 kernels (shaders/wkv_sg.comp and the portable wkv.comp) against a CPU loop over the
+// README's per-token math: two heads, two sequences of different lengths in swapped slots, a random
+// starting state in the docs/STATE_LAYOUT.md layout, with and without the value residual (layer 0
+// or not).
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -23,8 +24,8 @@ TEST(VkWkv, MatchesCpuRecurrence) {
   for (const uint32_t run : {0u, 1u, 2u, 3u}) {
     const uint32_t layer0 = run & 1u;
     const bool portable = run >= 2;
-    SCOPED_TRACE(std::string(portable ? "wkv.comp" : "wkv_sg.comp (where supported)") +
-                 " layer0 " + std::to_string(layer0));
+    SCOPED_TRACE(std::string(portable ? "wkv.comp" : "wkv_sg.comp (where supported)") + " layer0 " +
+                 std::to_string(layer0));
     if (portable) setenv("RWKVD_VK_WKV_PORTABLE", "1", 1);
     VkRig rig;
     unsetenv("RWKVD_VK_WKV_PORTABLE");
