@@ -145,15 +145,6 @@ void product_args(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Product)->Apply(product_args)->UseManualTime()->Iterations(10);
 
-// The LoRA down projections of the 2.9B model: F32, 2560 inputs, 96 (w, a) to 320 (g) outputs.
-void lora_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"type", "K", "N", "T", "barrier"});
-  for (const int64_t N : {96, 320}) {
-    for (const int64_t T : {1, 512}) b->Args({static_cast<int64_t>(GgmlType::F32), 2560, N, T, 1});
-  }
-}
-BENCHMARK(BM_Product)->Name("BM_Lora")->Apply(lora_args)->UseManualTime()->Iterations(10);
-
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -1,24 +1,16 @@
 #version 450
 // Prefill products y[t][o] = epilogue(sum_i W[o][i] * x[t][i]) for many tokens: a workgroup owns
-// a tile of BM = 64 output rows by BN = 64 tokens (16 compiled with -DMT_TOKENS=16, for products
-// with few rows, such as the LoRA down projections, whose 64-token grid leaves most SMs idle)
-// and walks K one 32-weight piece (piece.glsl) at a time. Per step, 64 invocations decode one
-// piece of each row into shared memory (so each weight byte is read once per BN tokens), all 256
-// stage the matching 32 inputs of the BN tokens, and each invocation accumulates a 4 x BN / 16
-// block of the tile in registers.
+// a tile of BM = 64 output rows by BN = 64 tokens and walks K one 32-weight piece (piece.glsl)
+// at a time. Per step, 64 invocations decode one piece of each row into shared memory (so each
+// weight byte is read once per 64 tokens), all 256 stage the matching 32 inputs of the 64
+// tokens, and each invocation accumulates a 4 x 4 block of the tile in registers.
 // Same push constants and epilogues as mm.comp; gl_WorkGroupID.z picks the weight.
 #include "common.glsl"
 #include "quant.glsl"
 #include "piece.glsl"
 
 layout(local_size_x = 256) in;
-#ifndef MT_TOKENS
-#define MT_TOKENS 64
-#endif
-const uint BM = 64, BN = MT_TOKENS, BK = 32;
-const uint TPI = BN / 16u;    // tokens per invocation (4 or 1)
-const uint XQ = 256u / BN;    // invocations staging one token's 32 inputs
-const uint XI = BK / XQ;      // inputs each of them stages (8 or 2)
+const uint BM = 64, BN = 64, BK = 32;
 
 #include "product.glsl"
 
@@ -31,15 +23,15 @@ void main() {
   const uint K = pc.K[s], N = pc.N[s], T = pc.T;
   const uint m0 = gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BN;
   if (m0 >= N) return;  // a shorter weight of the group: uniform per workgroup
-  // Compute layout: rows 4 * tr.., tokens TPI * tc..
+  // Compute layout: rows 4 * tr.., tokens 4 * tc..
   const uint tr = tid % 16u, tc = tid / 16u;
-  // Staging layout of x: token xt, inputs XI * xq .. of the piece's 32.
-  const uint xt = tid / XQ, xq = tid % XQ;
+  // Staging layout of x: token xt, 8 of the piece's 32 inputs (quarter xq).
+  const uint xt = tid / 4u, xq = tid % 4u;
   const bool x_live = t0 + xt < T;
   const uint x_row = (pc.x_off[s] + min(t0 + xt, T - 1u) * K) / 4u;
   const uint w_row = min(m0 + tid, N - 1u) * pc.row_bytes[s];  // tid < BM decodes this row
-  vec4 acc[TPI];
-  [[unroll]] for (uint i = 0; i < TPI; ++i) acc[i] = vec4(0);
+  vec4 acc[4];
+  [[unroll]] for (uint i = 0; i < 4; ++i) acc[i] = vec4(0);
 
   for (uint p = 0; p < K / BK; ++p) {
     if (tid < BM) {
@@ -56,7 +48,6 @@ void main() {
       }
     }
     {
-#if MT_TOKENS == 64
       // Inputs 8 * xq .. 8 * xq + 7 of the piece: run A for xq < 2, run B after.
       const uint run = (xq < 2u ? run_a(p) : run_b(p)) / 4u + (xq & 1u) * 2u;
       const vec4 a = x_live ? act4[x_row + run] : vec4(0);
@@ -65,29 +56,16 @@ void main() {
         x_tile[8u * xq + e][xt / 4u][xt % 4u] = a[e];
         x_tile[8u * xq + 4u + e][xt / 4u][xt % 4u] = b[e];
       }
-#else
-      // Inputs 2 * xq, 2 * xq + 1 of the piece (run A for xq < 8, run B after).
-      const uint i0 = XI * xq, e0 = i0 < 16u ? run_a(p) + i0 : run_b(p) + i0 - 16u;
-      const uint xs = 4u * x_row + e0;
-      [[unroll]] for (uint e = 0; e < XI; ++e) {
-        x_tile[i0 + e][xt / 4u][xt % 4u] = x_live ? act[xs + e] : 0.0;
-      }
-#endif
     }
     barrier();
     [[unroll]] for (uint k = 0; k < BK; ++k) {
-      const vec4 a = w_tile[k][tr];
-#if MT_TOKENS == 64
-      const vec4 b = x_tile[k][tc];
+      const vec4 a = w_tile[k][tr], b = x_tile[k][tc];
       [[unroll]] for (uint i = 0; i < 4; ++i) acc[i] += a * b[i];  // acc[token][row]
-#else
-      acc[0] += a * x_tile[k][tc / 4u][tc % 4u];
-#endif
     }
     barrier();
   }
-  [[unroll]] for (uint i = 0; i < TPI; ++i) {
-    const uint t = t0 + TPI * tc + i;
+  [[unroll]] for (uint i = 0; i < 4; ++i) {
+    const uint t = t0 + 4u * tc + i;
     if (t >= T) break;
     [[unroll]] for (uint j = 0; j < 4; ++j) {
       const uint o = m0 + 4u * tr + j;

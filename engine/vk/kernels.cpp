@@ -84,12 +84,10 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
     row_wg_ = 16;
     row_slices_ = false;
     max_row_groups_ = 4;
-    mt_small_grid_ = 0;  // small tiles are for idle SMs; here they only add workgroups
   }
   mt_min_t_ = env_u32("RWKVD_VK_MT_MIN_T", 9);
   coopmat_ = dev.features().coopmat;
   mc_small_grid_ = env_u32("RWKVD_VK_MC_SMALL_GRID", 1024);
-  mt_small_grid_ = env_u32("RWKVD_VK_MT_SMALL_GRID", mt_small_grid_);
   wkv_portable_ = std::getenv("RWKVD_VK_WKV_PORTABLE") != nullptr;
   // $RWKVD_VK_ROW_SLICES=0|1 overrides the choice (tests run both on lavapipe).
   if (const char* v = std::getenv("RWKVD_VK_ROW_SLICES"); v != nullptr && *v != '\0') {
@@ -107,7 +105,6 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size) {
   for (GgmlType t : types) {
     pipes_.get("mm_" + weight_type_suffix(t) + sg, {wg_, kTokenTile});
     pipes_.get("mt_" + weight_type_suffix(t), {});
-    pipes_.get("mt_" + weight_type_suffix(t) + "_t16", {});
     if (coopmat_ && !is_float_type(t)) {
       pipes_.get("mc_" + weight_type_suffix(t), {});
       pipes_.get("mc_" + weight_type_suffix(t) + "_t32", {});
@@ -208,15 +205,8 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       vkCmdDispatch(cb, ceil_div(max_n, kTileRows), ceil_div(T, tokens), n_slots);
       return;
     }
-    // 16-token tiles where 64-token ones would leave the GPU short of workgroups (the LoRA
-    // down products: 64..320 rows).
-    const uint32_t tokens =
-        ceil_div(max_n, kTileRows) * ceil_div(T, kTileTokens) * n_slots < mt_small_grid_
-            ? 16
-            : kTileTokens;
-    const std::string variant = tokens == 16 ? "_t16" : "";
-    bind(cb, set, pipes_.get("mt_" + weight_type_suffix(type) + variant, {}), &pc, sizeof(pc));
-    vkCmdDispatch(cb, ceil_div(max_n, kTileRows), ceil_div(T, tokens), n_slots);
+    bind(cb, set, pipes_.get("mt_" + weight_type_suffix(type), {}), &pc, sizeof(pc));
+    vkCmdDispatch(cb, ceil_div(max_n, kTileRows), ceil_div(T, kTileTokens), n_slots);
     return;
   }
   const std::string sg = dev_.features().subgroup_arith ? "_sg" : "";

@@ -105,8 +105,6 @@ class Kernels {
   // mc.comp takes 32-token tiles when 64-token ones would make fewer workgroups than this
   // ($RWKVD_VK_MC_SMALL_GRID; 0 never, a huge value always).
   uint32_t mc_small_grid_ = 1024;
-  // Likewise mt.comp's 16-token tiles ($RWKVD_VK_MT_SMALL_GRID).
-  uint32_t mt_small_grid_ = 512;
 };
 
 // Shader-name suffix of a weight type ("q4_k").
