@@ -7,12 +7,19 @@
 
 namespace rwkvd::engine::vk {
 
-Buffer::Buffer(Device& dev, VkDeviceSize size, MemKind kind) : dev_(dev.device()), size_(size) {
+Buffer::Buffer(Device& dev, VkDeviceSize size, MemKind kind, bool upload_target)
+    : dev_(dev.device()), size_(size) {
   VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bci.size = std::max<VkDeviceSize>(size, 16);
   bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  const uint32_t families[2] = {dev.queue_family(), dev.transfer_family()};
+  if (upload_target && dev.dedicated_transfer()) {
+    bci.sharingMode = VK_SHARING_MODE_CONCURRENT;
+    bci.queueFamilyIndexCount = 2;
+    bci.pQueueFamilyIndices = families;
+  }
   RWKVD_VK(vkCreateBuffer(dev_, &bci, nullptr, &buf_));
   VkMemoryRequirements req;
   vkGetBufferMemoryRequirements(dev_, buf_, &req);

@@ -19,8 +19,10 @@ enum class MemKind { kDevice, kUpload, kReadback, kDeviceMapped };
 class Buffer {
  public:
   Buffer() = default;
-  // Every kind but kDevice is host-visible and stays mapped.
-  Buffer(Device& dev, VkDeviceSize size, MemKind kind);
+  // Every kind but kDevice is host-visible and stays mapped. `upload_target`: written by the
+  // weight upload's queue and read by the compute queue, so shared by both families
+  // (concurrent sharing: no ownership transfers between the two) where they differ.
+  Buffer(Device& dev, VkDeviceSize size, MemKind kind, bool upload_target = false);
   ~Buffer();
   Buffer(Buffer&& o) noexcept { *this = std::move(o); }
   Buffer& operator=(Buffer&& o) noexcept;

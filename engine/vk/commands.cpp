@@ -6,21 +6,44 @@
 
 namespace rwkvd::engine::vk {
 
-void submit(Device& dev, std::span<const VkCommandBuffer> cbs, VkFence fence, VkSemaphore timeline,
-            uint64_t value) {
+namespace {
+
+void submit_to(VkQueue queue, std::mutex& mu, std::span<const VkCommandBuffer> cbs, VkFence fence,
+               const SubmitSync& sync) {
   VkTimelineSemaphoreSubmitInfo ts{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
-  ts.signalSemaphoreValueCount = 1;
-  ts.pSignalSemaphoreValues = &value;
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.pNext = &ts;
   si.commandBufferCount = static_cast<uint32_t>(cbs.size());
   si.pCommandBuffers = cbs.data();
-  if (timeline != VK_NULL_HANDLE) {
-    si.pNext = &ts;
-    si.signalSemaphoreCount = 1;
-    si.pSignalSemaphores = &timeline;
+  const VkPipelineStageFlags wait_stages =
+      VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  if (sync.wait != VK_NULL_HANDLE) {
+    si.waitSemaphoreCount = 1;
+    si.pWaitSemaphores = &sync.wait;
+    si.pWaitDstStageMask = &wait_stages;
+    ts.waitSemaphoreValueCount = 1;
+    ts.pWaitSemaphoreValues = &sync.wait_value;
   }
-  std::lock_guard<std::mutex> lock(dev.queue_mutex());
-  RWKVD_VK(vkQueueSubmit(dev.queue(), 1, &si, fence));
+  if (sync.signal != VK_NULL_HANDLE) {
+    si.signalSemaphoreCount = 1;
+    si.pSignalSemaphores = &sync.signal;
+    ts.signalSemaphoreValueCount = 1;
+    ts.pSignalSemaphoreValues = &sync.signal_value;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  RWKVD_VK(vkQueueSubmit(queue, 1, &si, fence));
+}
+
+}  // namespace
+
+void submit(Device& dev, std::span<const VkCommandBuffer> cbs, VkFence fence,
+            const SubmitSync& sync) {
+  submit_to(dev.queue(), dev.queue_mutex(), cbs, fence, sync);
+}
+
+void submit_transfer(Device& dev, std::span<const VkCommandBuffer> cbs, VkFence fence,
+                     const SubmitSync& sync) {
+  submit_to(dev.transfer_queue(), dev.transfer_mutex(), cbs, fence, sync);
 }
 
 Commands::Commands(Device& dev) : dev_(dev) {

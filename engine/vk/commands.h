@@ -11,10 +11,20 @@
 
 namespace rwkvd::engine::vk {
 
-// Submits command buffers under the queue mutex; signals `fence` (may be null) and, when
-// `timeline` is set, the timeline semaphore to `value`.
+// Timeline semaphore operations of one submission (null semaphores: none).
+struct SubmitSync {
+  VkSemaphore wait = VK_NULL_HANDLE;  // before the commands' compute and transfer work
+  uint64_t wait_value = 0;
+  VkSemaphore signal = VK_NULL_HANDLE;  // after every command
+  uint64_t signal_value = 0;
+};
+
+// Submits command buffers to the compute queue under its mutex; signals `fence` (may be null).
 void submit(Device& dev, std::span<const VkCommandBuffer> cbs, VkFence fence,
-            VkSemaphore timeline = VK_NULL_HANDLE, uint64_t value = 0);
+            const SubmitSync& sync = {});
+// The same on the weight upload's queue (Device::transfer_queue()).
+void submit_transfer(Device& dev, std::span<const VkCommandBuffer> cbs, VkFence fence,
+                     const SubmitSync& sync = {});
 
 class Commands {
  public:

@@ -190,6 +190,19 @@ Device::Device() {
     }
     if (best < 0) throw EngineError("vulkan: device has no compute queue");
     family_ = static_cast<uint32_t>(best);
+    // A transfer-only family (a copy engine) for the weight upload, so that its copies do not
+    // queue behind (or in front of) the forward's dispatches.
+    transfer_family_ = family_;
+    const char* tq_env = std::getenv("RWKVD_VK_TRANSFER_QUEUE");
+    if (!(tq_env != nullptr && std::strcmp(tq_env, "0") == 0)) {
+      for (uint32_t i = 0; i < nf; ++i) {
+        const VkQueueFlags f = fams[i].queueFlags;
+        if ((f & VK_QUEUE_TRANSFER_BIT) && !(f & (VK_QUEUE_COMPUTE_BIT | VK_QUEUE_GRAPHICS_BIT))) {
+          transfer_family_ = i;
+          break;
+        }
+      }
+    }
 
     // Query optional features and enable those present.
     VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
@@ -247,18 +260,23 @@ Device::Device() {
     }
 
     const float prio = 1.0f;
-    VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
-    qci.queueFamilyIndex = family_;
-    qci.queueCount = 1;
-    qci.pQueuePriorities = &prio;
+    VkDeviceQueueCreateInfo qci[2]{{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO},
+                                   {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO}};
+    for (VkDeviceQueueCreateInfo& q : qci) {
+      q.queueCount = 1;
+      q.pQueuePriorities = &prio;
+    }
+    qci[0].queueFamilyIndex = family_;
+    qci[1].queueFamilyIndex = transfer_family_;
     VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
     dci.pNext = &e2;
-    dci.queueCreateInfoCount = 1;
-    dci.pQueueCreateInfos = &qci;
+    dci.queueCreateInfoCount = transfer_family_ != family_ ? 2 : 1;
+    dci.pQueueCreateInfos = qci;
     dci.enabledExtensionCount = static_cast<uint32_t>(dev_exts.size());
     dci.ppEnabledExtensionNames = dev_exts.data();
     RWKVD_VK(vkCreateDevice(phys_, &dci, nullptr, &dev_));
     vkGetDeviceQueue(dev_, family_, 0, &queue_);
+    vkGetDeviceQueue(dev_, transfer_family_, 0, &transfer_queue_);
   } catch (...) {
     if (messenger_ != VK_NULL_HANDLE) {
       auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(

@@ -1,7 +1,9 @@
 #pragma once
 // One Vulkan device for compute: instance, physical device choice, logical device with the
-// optional features rwkvd uses when present, one compute queue, and (RWKVD_VK_VALIDATION=1)
-// the Khronos validation layer with a messenger that counts errors so tests can fail on them.
+// optional features rwkvd uses when present, one compute queue, a transfer queue for the weight
+// upload where the device has a transfer-only queue family (else the compute queue serves), and
+// (RWKVD_VK_VALIDATION=1) the Khronos validation layer with a messenger that counts errors so
+// tests can fail on them.
 #include <vulkan/vulkan.h>
 
 #include <atomic>
@@ -42,8 +44,15 @@ class Device {
   const VkPhysicalDeviceMemoryProperties& mem_props() const { return mem_props_; }
   const DeviceFeatures& features() const { return features_; }
   std::string name() const { return props_.deviceName; }
-  // The queue is shared by the forward and the uploader thread: hold this to submit.
+  // Hold this to submit to queue() (the forward, state transfers, and the uploader when there is
+  // no dedicated transfer queue).
   std::mutex& queue_mutex() { return queue_mu_; }
+  // The weight upload's queue: a transfer-only family's queue, or queue() itself when the device
+  // has none or $RWKVD_VK_TRANSFER_QUEUE=0; its mutex is then queue_mutex().
+  bool dedicated_transfer() const { return transfer_queue_ != queue_; }
+  VkQueue transfer_queue() const { return transfer_queue_; }
+  uint32_t transfer_family() const { return transfer_family_; }
+  std::mutex& transfer_mutex() { return dedicated_transfer() ? transfer_mu_ : queue_mu_; }
 
   // Validation errors reported since the device was created (0 when validation is off).
   static uint64_t validation_errors();
@@ -60,6 +69,9 @@ class Device {
   VkDevice dev_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t family_ = 0;
+  VkQueue transfer_queue_ = VK_NULL_HANDLE;
+  uint32_t transfer_family_ = 0;
+  std::mutex transfer_mu_;
   VkPhysicalDeviceProperties props_{};
   VkPhysicalDeviceMemoryProperties mem_props_{};
   DeviceFeatures features_;

@@ -40,7 +40,7 @@ Uploader::Uploader(Device& dev, WeightStore& store, VkDeviceSize staging_bytes)
   RWKVD_VK(vkCreateSemaphore(dev.device(), &sci, nullptr, &timeline_));
   VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
-  pci.queueFamilyIndex = dev.queue_family();
+  pci.queueFamilyIndex = dev.transfer_family();
   RWKVD_VK(vkCreateCommandPool(dev.device(), &pci, nullptr, &pool_));
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
   ai.commandPool = pool_;
@@ -70,7 +70,12 @@ void Uploader::flush(bool signal, uint64_t value) {
     staging_.flush(cur_ * half_, fill_);
     RWKVD_VK(vkEndCommandBuffer(cbs_[cur_]));
     RWKVD_VK(vkResetFences(dev_.device(), 1, &fences_[cur_]));
-    submit(dev_, {&cbs_[cur_], 1}, fences_[cur_], signal ? timeline_ : VK_NULL_HANDLE, value);
+    SubmitSync sync;
+    if (signal) {
+      sync.signal = timeline_;
+      sync.signal_value = value;
+    }
+    submit_transfer(dev_, {&cbs_[cur_], 1}, fences_[cur_], sync);
     pending_[cur_] = true;
     recording_ = false;
     cur_ ^= 1u;
@@ -135,16 +140,10 @@ void Uploader::run() {
       }
       const bool segment_end = i + 1 == order.size() || order[i + 1].segment != p.segment;
       if (segment_end && !stop_) {
-        begin();  // the signal rides on a submission, after every earlier copy
-        {
-          // The copies must complete before a forward reads the weights.
-          VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-          mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-          mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
-          vkCmdPipelineBarrier(cbs_[cur_], VK_PIPELINE_STAGE_TRANSFER_BIT,
-                               VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0,
-                               nullptr);
-        }
+        // The signal rides on a submission, after every earlier copy. The forward's submission
+        // waits for it on the GPU: a semaphore signal and wait are the memory dependency from
+        // these copies to its shaders, on whichever queues the two run.
+        begin();
         flush(true, p.segment + 1);
         if (UploadObserver* o = g_observer.load()) o->uploaded(p.segment);
       }

@@ -211,13 +211,16 @@ class VkBackendImpl final : public VkBackend {
                              static_cast<uint32_t>(rows.size()), n_logit};
     const std::vector<VkCommandBuffer>& cbs = forward_->commands(shape);
     RWKVD_VK(vkResetFences(dev_->device(), 1, &fence_));
+    // Each submission waits on the GPU for the upload of the weights it reads (a no-op once
+    // they are resident; it is also what makes the upload queue's writes visible here).
     if (uploader_->all_resident()) {
-      submit(*dev_, cbs, fence_);
+      submit(*dev_, cbs, fence_, {uploader_->timeline(), static_cast<uint64_t>(cbs.size())});
     } else {
       // Still loading: each segment goes as soon as its weights are resident.
       for (uint32_t s = 0; s < cbs.size(); ++s) {
         uploader_->wait_segment(s);
-        submit(*dev_, {&cbs[s], 1}, s + 1 == cbs.size() ? fence_ : VK_NULL_HANDLE);
+        submit(*dev_, {&cbs[s], 1}, s + 1 == cbs.size() ? fence_ : VK_NULL_HANDLE,
+               {uploader_->timeline(), uint64_t{s} + 1});
       }
     }
     const auto t_submitted = Clock::now();

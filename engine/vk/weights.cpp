@@ -65,10 +65,10 @@ WeightStore::WeightStore(Device& dev, const Rwkv7Model& model) {
     order_.push_back(p);
   }
   for (const Placer& pl : placers) {
-    buffers_.emplace_back(dev, pl.size(), MemKind::kDevice);
+    buffers_.emplace_back(dev, pl.size(), MemKind::kDevice, /*upload_target=*/true);
     device_bytes_ += pl.size();
   }
-  vecs_ = Buffer(dev, vec_placer.size(), MemKind::kDevice);
+  vecs_ = Buffer(dev, vec_placer.size(), MemKind::kDevice, /*upload_target=*/true);
   device_bytes_ += vec_placer.size();
 }
 

@@ -5,8 +5,10 @@
 // before starting would ask for the last segment first (or never ask, and the hold times out).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 #include <vector>
 
@@ -100,6 +102,54 @@ TEST_F(VkUpload, ForwardStartsBeforeTheModelIsResident) {
   EXPECT_LT(waits[2].resident, n_segments);
   // Weights that arrived layer by layer give the same bits as weights that were all there.
   EXPECT_EQ(got, want);
+}
+
+// The upload's queue is a transfer-only family's where the device has one (NVIDIA GPUs: the copy
+// engines), else the compute queue; $RWKVD_VK_TRANSFER_QUEUE=0 forces the compute queue.
+TEST(VkDevice, UploadUsesTheTransferOnlyQueueFamilyWhereThereIsOne) {
+  test::enable_validation();
+  const uint64_t errors = vk::Device::validation_errors();
+  for (const bool forced_off : {false, true}) {
+    if (forced_off) setenv("RWKVD_VK_TRANSFER_QUEUE", "0", 1);
+    vk::Device dev;
+    unsetenv("RWKVD_VK_TRANSFER_QUEUE");
+    uint32_t n = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(dev.physical(), &n, nullptr);
+    std::vector<VkQueueFamilyProperties> fams(n);
+    vkGetPhysicalDeviceQueueFamilyProperties(dev.physical(), &n, fams.data());
+    const bool exists = std::any_of(fams.begin(), fams.end(), [](const VkQueueFamilyProperties& f) {
+      return (f.queueFlags & VK_QUEUE_TRANSFER_BIT) &&
+             !(f.queueFlags & (VK_QUEUE_COMPUTE_BIT | VK_QUEUE_GRAPHICS_BIT));
+    });
+    SCOPED_TRACE(forced_off ? "RWKVD_VK_TRANSFER_QUEUE=0" : "default");
+    EXPECT_EQ(dev.dedicated_transfer(), exists && !forced_off);
+    if (dev.dedicated_transfer()) {
+      const VkQueueFlags f = fams[dev.transfer_family()].queueFlags;
+      EXPECT_TRUE(f & VK_QUEUE_TRANSFER_BIT);
+      EXPECT_FALSE(f & (VK_QUEUE_COMPUTE_BIT | VK_QUEUE_GRAPHICS_BIT));
+      EXPECT_NE(&dev.transfer_mutex(), &dev.queue_mutex());
+    } else {
+      EXPECT_EQ(dev.transfer_family(), dev.queue_family());
+      EXPECT_EQ(dev.transfer_queue(), dev.queue());
+      EXPECT_EQ(&dev.transfer_mutex(), &dev.queue_mutex());
+    }
+  }
+  RWKVD_EXPECT_NO_VALIDATION_ERRORS(errors);
+}
+
+// The layer-by-layer upload gives the same bits on the compute queue as on the upload's own.
+TEST_F(VkUpload, ComputeQueueUploadGivesTheSameResult) {
+  RWKVD_FIXTURE(model, "rwkv7/tiny-rwkv7-834K.f32.gguf");
+  const std::vector<int32_t> toks{34, 105, 110, 7};
+  std::vector<float> results[2];
+  for (const bool forced_off : {false, true}) {
+    if (forced_off) setenv("RWKVD_VK_TRANSFER_QUEUE", "0", 1);
+    auto b = test::gpu(model);
+    unsetenv("RWKVD_VK_TRANSFER_QUEUE");
+    results[forced_off] = test::run_one(*b, toks, OutputMode::kAllLogits);  // while uploading
+    b->wait_resident();
+  }
+  EXPECT_EQ(results[0], results[1]);
 }
 
 }  // namespace
