@@ -4,6 +4,7 @@
 #include <bit>
 #include <cctype>
 #include <cstdlib>
+#include <vector>
 
 #include "engine/error.h"
 
@@ -102,28 +103,31 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
 
 void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size) {
   const std::string sg = dev_.features().subgroup_arith ? "_sg" : "";
+  std::vector<Pipelines::Key> keys;
   for (GgmlType t : types) {
-    pipes_.get("mm_" + weight_type_suffix(t) + sg, {wg_, kTokenTile});
-    pipes_.get("mt_" + weight_type_suffix(t), {});
+    const std::string ts = weight_type_suffix(t);
+    keys.push_back({"mm_" + ts + sg, {wg_, kTokenTile}});
+    keys.push_back({"mt_" + ts, {}});
     if (coopmat_ && !is_float_type(t)) {
-      pipes_.get("mc_" + weight_type_suffix(t), {});
-      pipes_.get("mc_" + weight_type_suffix(t) + "_t32", {});
+      keys.push_back({"mc_" + ts, {}});
+      keys.push_back({"mc_" + ts + "_t32", {}});
     }
     if (mv_max_t_ > 0) {
       // The token tiles mv_tokens() can pick, no more: each pipeline costs start-up time.
       for (uint32_t tt = 1; tt <= mv_tokens(std::min(mv_max_t_, 8u)); tt *= 2) {
-        pipes_.get("mv_" + weight_type_suffix(t), {mv_wg_, tt, mv_rows(tt), mv_unroll(t)});
+        keys.push_back({"mv_" + ts, {mv_wg_, tt, mv_rows(tt), mv_unroll(t)}});
       }
     }
-    pipes_.get("embed_" + weight_type_suffix(t), {row_wg_});
+    keys.push_back({"embed_" + ts, {row_wg_}});
   }
-  pipes_.get("shift", {row_wg_});
-  pipes_.get("out_ln", {row_wg_});
+  keys.push_back({"shift", {row_wg_}});
+  keys.push_back({"out_ln", {row_wg_}});
   if (wkv_sg(head_size)) {
-    pipes_.get("wkv_sg", {4 * head_size, head_size, kWkvBlock});
+    keys.push_back({"wkv_sg", {4 * head_size, head_size, kWkvBlock}});
   } else {
-    pipes_.get("wkv", {head_size, head_size});
+    keys.push_back({"wkv", {head_size, head_size}});
   }
+  pipes_.prepare(keys);
 }
 
 // Rows per subgroup: 2, so each lane has twice the loads in flight and each decoded x meets two

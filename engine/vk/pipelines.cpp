@@ -2,12 +2,16 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 
 #include "engine/vk/vk_check.h"
 #include "shaders/shaders.h"
@@ -113,8 +117,54 @@ Pipelines::~Pipelines() {
 
 VkPipeline Pipelines::get(const std::string& name, const std::vector<uint32_t>& spec) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto key = std::make_pair(name, spec);
+  Key key{name, spec};
   if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
+  const VkPipeline p = create(key);
+  pipelines_.emplace(std::move(key), p);
+  return p;
+}
+
+void Pipelines::prepare(const std::vector<Key>& keys) {
+  std::vector<Key> todo;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Key& k : keys) {
+      if (!pipelines_.contains(k) && std::find(todo.begin(), todo.end(), k) == todo.end()) {
+        todo.push_back(k);
+      }
+    }
+  }
+  std::vector<VkPipeline> made(todo.size(), VK_NULL_HANDLE);
+  std::atomic<size_t> next{0};
+  std::mutex err_mu;
+  std::exception_ptr err;
+  auto work = [&] {
+    for (size_t i = next++; i < todo.size(); i = next++) {
+      try {
+        made[i] = create(todo[i]);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(err_mu);
+        if (!err) err = std::current_exception();
+      }
+    }
+  };
+  const size_t n_threads =
+      std::min<size_t>(todo.size(), std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> threads;
+  for (size_t t = 1; t < n_threads; ++t) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < todo.size(); ++i) {
+    if (made[i] == VK_NULL_HANDLE) continue;
+    if (!pipelines_.emplace(todo[i], made[i]).second)
+      vkDestroyPipeline(dev_.device(), made[i], nullptr);
+  }
+  if (err) std::rethrow_exception(err);
+}
+
+VkPipeline Pipelines::create(const Key& key) const {
+  const auto& [name, spec] = key;
   const std::span<const uint32_t> words = shaders::find(name);
   VkShaderModuleCreateInfo mci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
   mci.codeSize = words.size() * 4;
@@ -138,7 +188,6 @@ VkPipeline Pipelines::get(const std::string& name, const std::vector<uint32_t>& 
   const VkResult r = vkCreateComputePipelines(dev_.device(), cache_, 1, &ci, nullptr, &p);
   vkDestroyShaderModule(dev_.device(), module, nullptr);
   if (r != VK_SUCCESS) vk_fail(r, ("vkCreateComputePipelines(" + name + ")").c_str());
-  pipelines_.emplace(std::move(key), p);
   return p;
 }
 

@@ -27,8 +27,13 @@ class Pipelines {
   Pipelines(const Pipelines&) = delete;
   Pipelines& operator=(const Pipelines&) = delete;
 
+  using Key = std::pair<std::string, std::vector<uint32_t>>;  // shader name, constants
+
   // The pipeline for embedded shader `name` with specialization constants 0..n-1 = `spec`.
   VkPipeline get(const std::string& name, const std::vector<uint32_t>& spec);
+  // Creates every missing pipeline of `keys` at once, on several threads: a first start
+  // without a pipeline cache compiles dozens of them, one after another ~5 s on an H100.
+  void prepare(const std::vector<Key>& keys);
   VkPipelineLayout layout() const { return layout_; }
   VkDescriptorSetLayout set_layout() const { return set_layout_; }
 
@@ -38,8 +43,11 @@ class Pipelines {
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   std::string cache_path_;  // empty: the cache is not kept between runs
+  // Compiles one pipeline (no map access: callers hold mu_ or run in prepare()'s threads; the
+  // VkPipelineCache synchronizes itself).
+  VkPipeline create(const Key& key) const;
   std::mutex mu_;
-  std::map<std::pair<std::string, std::vector<uint32_t>>, VkPipeline> pipelines_;
+  std::map<Key, VkPipeline> pipelines_;
 };
 
 // The buffers one descriptor set binds. Unused weight slots repeat weights[0].
