@@ -10,10 +10,7 @@ set -uo pipefail
 models=${1:-"0.1b:q4_k_m"}
 variants=${2:-"base="}
 repeats=${3:-2}
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export LD_LIBRARY_PATH=$PWD/.gl/lib
+source .gl/device-env.sh
 res=/tmp/profile
 mkdir -p "$res" /tmp/models
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$res/gpu.csv" 2>&1

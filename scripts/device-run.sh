@@ -5,10 +5,7 @@ set -uo pipefail
 presets=${1:-"0.1b"}
 types=${2:-"q4_k_m"}
 repeats=${3:-3}
-for f in .gl/*.deb; do dpkg -x "$f" /; done
-ldconfig
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export LD_LIBRARY_PATH=$PWD/.gl/lib
+source .gl/device-env.sh
 res=/tmp/results
 mkdir -p $res /tmp/models /tmp/llama
 have_llama=0
