@@ -49,6 +49,9 @@ class Backend {
 
   virtual const Rwkv7Hparams& hparams() const = 0;
   virtual std::string device_name() const = 0;
+  // What the device runs, for reports: the kernel variants and queues chosen from its features
+  // (e.g. "subgroup_size=32", "tensor_cores", "transfer_queue"). Empty on the CPU.
+  virtual std::vector<std::string> device_features() const { return {}; }
   virtual uint32_t n_slots() const = 0;
   virtual LoadStats load_stats() const = 0;
 

@@ -82,6 +82,7 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
   const engine::Rwkv7Hparams hp = b->hparams();
   const engine::LoadStats ls = b->load_stats();
   report.set_context("device", b->device_name());
+  report.set_context("device_features", b->device_features());
   report.set_context("page_cache", "warm (not dropped)");
   report.set_context(
       "memory_bytes",

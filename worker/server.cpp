@@ -279,6 +279,9 @@ Value Server::info_value() const {
   const auto& hp = backend_->hparams();
   const uint64_t state_bytes = hp.state_floats() * sizeof(float);
   v.set("device", Value(backend_->device_name()));
+  Value::Array features;
+  for (const std::string& f : backend_->device_features()) features.emplace_back(f);
+  v.set("device_features", Value(std::move(features)));
   v.set("endpoint", Value(opt_.endpoint));
   v.set("pid", Value(static_cast<uint64_t>(::getpid())));
   v.set("model_path", Value(model_.path));

@@ -173,6 +173,12 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
 
 Forward::~Forward() = default;
 
+std::vector<std::string> Forward::kernel_choices() const {
+  std::vector<std::string> out = kernels_.choices(hp_.head_size);
+  if (!fuse_lora_) std::erase(out, std::string("lora_in_wkv"));
+  return out;
+}
+
 // Splits products into dispatches of one weight type, at most four each, keeping their order.
 std::vector<Forward::MmGroup> Forward::group(
     const std::string& role, const std::vector<std::pair<const GgufTensor*, MmSlot>>& mats) {

@@ -47,6 +47,8 @@ class Forward {
   uint32_t token_cap() const { return token_cap_; }
   uint32_t seq_cap() const { return seq_cap_; }
   Buffer& meta() { return meta_; }
+  // Kernels::choices() as this model uses them (the LoRA fusion also needs F32 LoRA weights).
+  std::vector<std::string> kernel_choices() const;
   Buffer& state() { return state_; }
   Buffer& readback() { return readback_; }
   uint64_t scratch_bytes() const { return act_.size() + meta_.size() + readback_.size(); }

@@ -147,6 +147,18 @@ bool Kernels::wkv_sg(uint32_t head_size) const {
          4 * head_size <= dev_.props().limits.maxComputeWorkGroupSize[0] && !wkv_portable_;
 }
 
+std::vector<std::string> Kernels::choices(uint32_t head_size) const {
+  std::vector<std::string> out;
+  if (dev_.features().subgroup_arith) {
+    out.push_back("subgroup_size=" + std::to_string(dev_.features().subgroup_size));
+  }
+  if (mv_max_t_ > 0) out.push_back("decode_matvec");
+  if (coopmat_) out.push_back("tensor_cores");
+  out.push_back(wkv_sg(head_size) ? "wkv_subgroup" : "wkv_portable");
+  if (wkv_fuses_lora(head_size)) out.push_back("lora_in_wkv");
+  return out;
+}
+
 bool Kernels::wkv_fuses_lora(uint32_t head_size) const {
   static const bool off = env_u32("RWKVD_VK_FUSE_LORA", 1) == 0;
   return wkv_sg(head_size) && !off;

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "engine/ggml_type.h"
 #include "engine/vk/pipelines.h"
@@ -80,6 +82,8 @@ class Kernels {
   bool uses_coopmat(GgmlType type, uint32_t K, uint32_t T) const;
 
   uint32_t dispatches() const { return dispatches_; }  // recorded so far (for reports/tests)
+  // The variants this device gets ("decode_matvec", "tensor_cores", "wkv_subgroup", ...).
+  std::vector<std::string> choices(uint32_t head_size) const;
 
  private:
   // wkv_sg.comp (shuffles, 4 invocations per state row) rather than the portable wkv.comp;

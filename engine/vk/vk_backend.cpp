@@ -65,6 +65,11 @@ class VkBackendImpl final : public VkBackend {
 
   const Rwkv7Hparams& hparams() const override { return hp_; }
   std::string device_name() const override { return "vulkan:" + dev_->name(); }
+  std::vector<std::string> device_features() const override {
+    std::vector<std::string> f = forward_->kernel_choices();
+    if (dev_->dedicated_transfer()) f.push_back("transfer_queue");
+    return f;
+  }
   uint32_t n_slots() const override { return opt_.n_slots; }
 
   LoadStats load_stats() const override {

@@ -20,6 +20,7 @@ def test_hello_info_stats(worker):
         assert c.shm_mapped
         info = c.info()
         assert info["device"].startswith("cpu")
+        assert info["device_features"] == []
         assert info["memory"]["state_bytes"] == 3 * 66 * 256 * 4
         s = c.stats()
         assert "embed" in s and "latency_ms" in s and "prefix_cache" in s

@@ -2,6 +2,7 @@
 // chunking, batching and state transfers. Validation is on; any validation error fails.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "engine/backend.h"
@@ -150,6 +151,21 @@ TEST_F(VkForward, ReportsLoadTimesAndDispatches) {
   EXPECT_GT(s.usable_ms, 0);
   EXPECT_GE(s.resident_ms, 0);
   EXPECT_LE(b->dispatches_per_layer(), 12u);
+
+  // The reported variants follow the device's own features.
+  const std::vector<std::string> f = b->device_features();
+  std::string joined;
+  for (const std::string& x : f) joined += x + " ";
+  std::printf("device features: %s\n", joined.c_str());
+  const auto has = [&](const std::string& x) {
+    return std::find(f.begin(), f.end(), x) != f.end();
+  };
+  const vk::Device dev;
+  const vk::DeviceFeatures& df = dev.features();
+  EXPECT_EQ(has("subgroup_size=" + std::to_string(df.subgroup_size)), df.subgroup_arith);
+  EXPECT_EQ(has("tensor_cores"), df.coopmat);
+  EXPECT_EQ(has("transfer_queue"), dev.dedicated_transfer());
+  EXPECT_NE(has("wkv_subgroup"), has("wkv_portable"));
 }
 
 }  // namespace

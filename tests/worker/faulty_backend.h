@@ -24,6 +24,7 @@ class FaultyBackend : public engine::Backend {
 
   const engine::Rwkv7Hparams& hparams() const override { return inner_->hparams(); }
   std::string device_name() const override { return "faulty " + inner_->device_name(); }
+  std::vector<std::string> device_features() const override { return inner_->device_features(); }
   uint32_t n_slots() const override { return inner_->n_slots(); }
   engine::LoadStats load_stats() const override { return inner_->load_stats(); }
   std::vector<engine::Tensor> run(std::span<const engine::SequenceInput> batch) override {
