@@ -372,6 +372,44 @@ FieldRound fields_in_flight(const std::string& endpoint, const std::vector<float
   return round;
 }
 
+// ---- field analysis: one client, the document's session forked per field ----------------------
+
+// What one agent does with its document's session: fork it per field, run the field prompts as
+// generations in flight together on its one connection (the worker batches them), then embed
+// each answer's end. The document's session exists before the clock starts, as it does for the
+// agent that computed it.
+FieldRound fields_one_client(client::Client& c, const std::vector<float>& doc_state,
+                             const std::vector<std::string>& fields, const bench::Sizes& sizes) {
+  const uint64_t doc = c.session_open(doc_state);
+  FieldRound round;
+  const auto t0 = Clock::now();
+  for (size_t i = 0; i < fields.size(); ++i) round.sessions.push_back(c.session_fork(doc));
+  std::vector<Input> prompts;
+  for (const std::string& f : fields) prompts.push_back(Input{f, {}});
+  client::GenerateOptions g;
+  g.sampling.max_tokens = static_cast<uint32_t>(sizes.field_tokens);
+  g.sampling.temperature = 0;
+  g.sampling.seed = 1;
+  for (const client::GenerateResult& r : c.generate_all(prompts, round.sessions, g)) {
+    round.tokens.push_back(r.tokens);
+  }
+  std::vector<protocol::Request> embeds(fields.size());
+  for (size_t i = 0; i < fields.size(); ++i) {
+    embeds[i].op = protocol::Op::kEmbed;
+    embeds[i].session = round.sessions[i];
+    embeds[i].inputs.push_back(Input{sizes.field_end, {}});
+  }
+  for (const protocol::Reply& r : c.call_all(embeds)) {
+    const protocol::Value* e = r.body.find("embeddings");
+    if (e == nullptr) throw std::runtime_error("bench: field analysis: no embeddings in a reply");
+    round.checksum += sum_of(c.to_tensor(*e).data());
+  }
+  round.wall_ms = ms_since(t0);
+  for (uint64_t s : round.sessions) c.session_close(s);
+  c.session_close(doc);
+  return round;
+}
+
 // The ring size for the workers: serve's default (256 MiB), less where /dev/shm is smaller
 // (containers often give it 64 MiB).
 uint64_t ring_mb() {
@@ -507,6 +545,16 @@ void run_client_bench(const BenchOptions& o, BenchReport& report) {
     for (int r = 0; r < R; ++r) {
       last = fields_in_flight(endpoint, a.copy, fields, sizes);
       report.add("field_analysis.client_ms", "ms", last.wall_ms);
+    }
+    // The same from one client with forks of its document's session.
+    FieldRound one;
+    for (int r = 0; r < R; ++r) {
+      one = fields_one_client(shm, a.copy, fields, sizes);
+      report.add("field_analysis.one_client_ms", "ms", one.wall_ms);
+    }
+    if (one.tokens != last.tokens) {
+      throw std::runtime_error(
+          "bench: field analysis: one client's answers differ from 6 clients'");
     }
     std::vector<std::string> answers;
     for (const auto& t : last.tokens) answers.push_back(shm.detokenize(t));

@@ -128,6 +128,31 @@ bool Client::shm_mapped() const {
 
 protocol::Reply Client::call(Request& req,
                              const std::function<void(const protocol::Reply&)>& on_more) {
+  send(req);
+  protocol::Reply final;
+  receive({&req.id, 1}, [&](size_t, protocol::Reply r) {
+    if (r.more) {
+      if (on_more) on_more(r);
+      return;
+    }
+    final = std::move(r);
+  });
+  return final;
+}
+
+std::vector<protocol::Reply> Client::call_all(std::vector<Request>& reqs) {
+  std::vector<uint64_t> ids;
+  for (Request& req : reqs) {
+    if (req.stream) throw std::invalid_argument("call_all: streamed requests are not supported");
+    send(req);
+    ids.push_back(req.id);
+  }
+  std::vector<protocol::Reply> out(reqs.size());
+  receive(ids, [&](size_t i, protocol::Reply r) { out[i] = std::move(r); });
+  return out;
+}
+
+void Client::send(Request& req) {
   req.id = impl_->next_id++;
   // A ring whose worker has exited belongs to a worker that was restarted under us: stop asking
   // for shm tensors until a hello maps the new one.
@@ -140,14 +165,21 @@ protocol::Reply Client::call(Request& req,
   }
   const std::string bytes = protocol::encode_request(req);
   impl_->sock.send(zmq::buffer(bytes), zmq::send_flags::none);
-  // The timeout is per message of this request: a long stream is fine as long as chunks come.
-  // Heartbeats do not extend it (a stuck engine still times out), but their absence ends the
-  // wait early: a worker that says nothing for `liveness` is dead, not slow.
+}
+
+// Hands every reply to requests `ids` to on_reply (their index, the reply) until each has had its
+// final one. Throws WorkerError for the first error reply, TimeoutError.
+void Client::receive(std::span<const uint64_t> ids,
+                     const std::function<void(size_t, protocol::Reply)>& on_reply) {
+  // The timeout is per message: a long stream is fine as long as chunks come. Heartbeats do not
+  // extend it (a stuck engine still times out), but their absence ends the wait early: a worker
+  // that says nothing for `liveness` is dead, not slow.
   using SteadyClock = std::chrono::steady_clock;
   const auto liveness = impl_->liveness;
   auto deadline = SteadyClock::now() + impl_->timeout;
   auto alive_until = liveness.count() > 0 ? SteadyClock::now() + liveness : deadline;
-  for (;;) {
+  size_t open = ids.size();
+  while (open > 0) {
     const bool dead_first = alive_until < deadline;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         std::min(deadline, alive_until) - SteadyClock::now());
@@ -169,15 +201,32 @@ protocol::Reply Client::call(Request& req,
     protocol::Reply r = protocol::decode_reply(msg.to_string_view());
     if (liveness.count() > 0) alive_until = SteadyClock::now() + liveness;  // a sign of life
     if (r.heartbeat) continue;
-    if (r.id != req.id && r.id != 0) continue;  // a late reply to an earlier, timed-out call
+    // Id 0: the answer to a request the worker could not read, which can only be one of ours.
+    const auto it =
+        r.id == 0 && ids.size() == 1 ? ids.begin() : std::find(ids.begin(), ids.end(), r.id);
+    if (it == ids.end() && r.id != 0) continue;  // a late reply to an earlier, timed-out call
     if (!r.ok) throw WorkerError(r.code, r.message);
-    if (r.more) {
-      if (on_more) on_more(r);
-      deadline = std::chrono::steady_clock::now() + impl_->timeout;
-      continue;
-    }
-    return r;
+    if (it == ids.end()) continue;
+    deadline = SteadyClock::now() + impl_->timeout;
+    if (!r.more) --open;
+    on_reply(static_cast<size_t>(it - ids.begin()), std::move(r));
   }
+}
+
+std::vector<GenerateResult> Client::generate_all(const std::vector<protocol::Input>& prompts,
+                                                 const std::vector<uint64_t>& sessions,
+                                                 const GenerateOptions& options) {
+  if (!impl_->said_hello) hello();
+  if (!sessions.empty() && sessions.size() != prompts.size()) {
+    throw std::invalid_argument("generate_all: one session per prompt, or none");
+  }
+  std::vector<Request> reqs(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    reqs[i] = generate_request(prompts[i], options, sessions.empty() ? 0 : sessions[i]);
+  }
+  std::vector<GenerateResult> out;
+  for (const protocol::Reply& r : call_all(reqs)) out.push_back(generate_result(r));
+  return out;
 }
 
 Tensor Client::to_tensor(const Value& v) {
@@ -216,7 +265,8 @@ Value Client::hello() {
   Value body = call(req).body;
   // Workers that heartbeat say how often; an absurd interval is capped at an hour.
   const Value* hb = body.find("heartbeat_ms");
-  const uint64_t hb_ms = hb != nullptr ? std::min<uint64_t>(hb->as_uint("heartbeat_ms"), 3600000) : 0;
+  const uint64_t hb_ms =
+      hb != nullptr ? std::min<uint64_t>(hb->as_uint("heartbeat_ms"), 3600000) : 0;
   impl_->liveness = std::chrono::milliseconds(hb_ms * protocol::kHeartbeatLiveness);
   if (!impl_->said_hello) {
     impl_->said_hello = true;
@@ -258,10 +308,8 @@ std::string Client::detokenize(const std::vector<int32_t>& tokens) {
   return need(call(req).body, "text").as_str();
 }
 
-GenerateResult Client::generate(const protocol::Input& prompt, const GenerateOptions& options,
-                                const std::function<void(const Chunk&)>& on_chunk,
-                                uint64_t session) {
-  if (!impl_->said_hello) hello();
+Request Client::generate_request(const protocol::Input& prompt, const GenerateOptions& options,
+                                 uint64_t session) const {
   Request req;
   req.op = Op::kGenerate;
   req.inputs.push_back(prompt);
@@ -269,14 +317,10 @@ GenerateResult Client::generate(const protocol::Input& prompt, const GenerateOpt
   req.return_state = options.return_state;
   req.state = options.state;
   req.session = session;
-  req.stream = static_cast<bool>(on_chunk);
-  auto more = [&](const protocol::Reply& r) {
-    Chunk c;
-    c.tokens = int_list(r.body.find("tokens"));
-    if (const Value* t = r.body.find("text")) c.text = t->as_str();
-    on_chunk(c);
-  };
-  const protocol::Reply r = call(req, more);
+  return req;
+}
+
+GenerateResult Client::generate_result(const protocol::Reply& r) {
   GenerateResult g;
   g.tokens = int_list(r.body.find("tokens"));
   if (const Value* t = r.body.find("text")) g.text = t->as_str();
@@ -286,6 +330,21 @@ GenerateResult Client::generate(const protocol::Input& prompt, const GenerateOpt
   g.seed = need(r.body, "seed").as_uint();
   if (const Value* s = r.body.find("state")) g.state = to_tensor(*s);
   return g;
+}
+
+GenerateResult Client::generate(const protocol::Input& prompt, const GenerateOptions& options,
+                                const std::function<void(const Chunk&)>& on_chunk,
+                                uint64_t session) {
+  if (!impl_->said_hello) hello();
+  Request req = generate_request(prompt, options, session);
+  req.stream = static_cast<bool>(on_chunk);
+  auto more = [&](const protocol::Reply& r) {
+    Chunk c;
+    c.tokens = int_list(r.body.find("tokens"));
+    if (const Value* t = r.body.find("text")) c.text = t->as_str();
+    on_chunk(c);
+  };
+  return generate_result(call(req, more));
 }
 
 Tensor Client::embed(const std::vector<protocol::Input>& inputs) {

@@ -31,9 +31,10 @@ class WorkerError : public std::runtime_error {
 
 // No reply within the timeout (the worker is gone, stuck, or the request was dropped), or no
 // message at all, heartbeats included, for 3 of the worker's heartbeat intervals (it is gone:
-// seconds, not the whole timeout; PROTOCOL.md, Heartbeats). The client then starts over on a fresh socket with the same identity: the next call reaches
-// whichever worker listens on the endpoint (a restarted one included) without reconnecting by
-// hand, and keeps its sessions and leases if it is the same worker.
+// seconds, not the whole timeout; PROTOCOL.md, Heartbeats). The client then starts over on a fresh
+// socket with the same identity: the next call reaches whichever worker listens on the endpoint (a
+// restarted one included) without reconnecting by hand, and keeps its sessions and leases if it is
+// the same worker.
 class TimeoutError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -114,6 +115,12 @@ class Client {
   GenerateResult generate(const protocol::Input& prompt, const GenerateOptions& options = {},
                           const std::function<void(const Chunk&)>& on_chunk = {},
                           uint64_t session = 0);
+  // Several generations in flight at once on this one connection (sessions: one per prompt, or
+  // none): the worker batches them into the same engine steps, e.g. the field prompts of a
+  // document on forks of its session. Results in the order of the prompts; no streaming.
+  std::vector<GenerateResult> generate_all(const std::vector<protocol::Input>& prompts,
+                                           const std::vector<uint64_t>& sessions = {},
+                                           const GenerateOptions& options = {});
   // [n_inputs, n_embd], final norm applied, the last token of each input.
   Tensor embed(const std::vector<protocol::Input>& inputs);
 
@@ -135,9 +142,18 @@ class Client {
   // go to on_more. Throws WorkerError for an error reply, TimeoutError.
   protocol::Reply call(protocol::Request& req,
                        const std::function<void(const protocol::Reply&)>& on_more = {});
+  // Sends every request (ids assigned here) before reading any reply, then returns their final
+  // replies in order: one round trip's latency for all of them. No streamed requests.
+  std::vector<protocol::Reply> call_all(std::vector<protocol::Request>& reqs);
   Tensor to_tensor(const protocol::Value& v);
 
  private:
+  void send(protocol::Request& req);
+  void receive(std::span<const uint64_t> ids,
+               const std::function<void(size_t, protocol::Reply)>& on_reply);
+  protocol::Request generate_request(const protocol::Input& prompt, const GenerateOptions& options,
+                                     uint64_t session) const;
+  GenerateResult generate_result(const protocol::Reply& r);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::string endpoint_;

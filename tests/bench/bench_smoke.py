@@ -51,6 +51,7 @@ CLIENT_FIGURES = [
     "doc_state.client_inline_fetch_ms",
     "embed.email_client_ms",
     "field_analysis.client_ms",
+    "field_analysis.one_client_ms",
     "embed.client_coalesced.docs_s",
     "embed.client_coalesced.batch_mean",
     "embed.client_single.docs_s",

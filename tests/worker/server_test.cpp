@@ -98,6 +98,44 @@ TEST_F(WorkerTest, SeededGenerationEqualsBackendPlusSampler) {
   EXPECT_EQ(text, g.text);
 }
 
+// One client, a document's session forked three ways, three generations in flight on one
+// connection (generate_all): the same tokens as one at a time, in fewer engine steps (the worker
+// batched them).
+TEST_F(WorkerTest, GenerateAllOnForksMatchesOneAtATimeInFewerSteps) {
+  RWKVD_FIXTURE(model, kTiny);
+  start(model);
+  auto c = connect();
+  const uint64_t doc = c->session_open();
+  c->session_feed(doc, Input{"A short document about the weather.", {}});
+  const std::vector<Input> fields = {Input{" Subject:", {}}, Input{" Sender:", {}},
+                                     Input{" Date:", {}}};
+  client::GenerateOptions g;
+  g.sampling.max_tokens = 6;
+  g.sampling.temperature = 0;
+  auto steps = [&] { return c->stats().find("generate")->find("steps")->as_uint(); };
+
+  std::vector<std::vector<int32_t>> one_at_a_time;
+  const uint64_t s0 = steps();
+  for (const Input& f : fields) {
+    const uint64_t fork = c->session_fork(doc);
+    one_at_a_time.push_back(c->generate(f, g, {}, fork).tokens);
+    c->session_close(fork);
+  }
+  const uint64_t s1 = steps();
+  std::vector<uint64_t> forks;
+  for (size_t i = 0; i < fields.size(); ++i) forks.push_back(c->session_fork(doc));
+  const std::vector<client::GenerateResult> all = c->generate_all(fields, forks, g);
+  const uint64_t s2 = steps();
+  ASSERT_EQ(all.size(), fields.size());
+  for (size_t i = 0; i < fields.size(); ++i) {
+    EXPECT_EQ(all[i].tokens, one_at_a_time[i]) << "field " << i;
+    EXPECT_EQ(all[i].completion_tokens, 6u);
+  }
+  EXPECT_LT(s2 - s1, s1 - s0) << "the three generations did not share engine steps";
+  for (uint64_t f : forks) c->session_close(f);
+  c->session_close(doc);
+}
+
 TEST_F(WorkerTest, SessionsFeedStateForkAndSetState) {
   RWKVD_FIXTURE(model, kTiny);
   start(model);
