@@ -59,6 +59,31 @@ def test_embed_one_many_and_tokens(worker):
         np.testing.assert_allclose(c.embed("hello"), one, atol=1e-6)
 
 
+def test_generate_all_on_forks_matches_one_at_a_time_in_fewer_steps(worker):
+    fields = [" Subject:", " Sender:", " Date:"]
+    opts = dict(max_tokens=6, temperature=0.0)
+    with worker.client() as c:
+        with c.session() as doc:
+            doc.feed("A short document about the weather.")
+            steps = lambda: c.stats()["generate"]["steps"]  # noqa: E731
+            s0 = steps()
+            one_at_a_time = []
+            for f in fields:
+                with doc.fork() as fork:
+                    one_at_a_time.append(fork.generate(f, **opts).tokens)
+            s1 = steps()
+            forks = [doc.fork() for _ in fields]
+            together = c.generate_all(fields, sessions=[f.id for f in forks], **opts)
+            s2 = steps()
+            for f in forks:
+                f.close()
+    assert [r.tokens for r in together] == one_at_a_time
+    assert all(r.completion_tokens == 6 for r in together)
+    assert s2 - s1 < s1 - s0, "the generations did not share engine steps"
+    with pytest.raises(ValueError):
+        c.generate_all(fields, sessions=[1])
+
+
 def test_session_state_fork_set_state(worker):
     with worker.client() as c:
         with c.session() as s:

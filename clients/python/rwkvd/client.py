@@ -20,7 +20,7 @@ import os
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import msgpack
 import numpy as np
@@ -172,7 +172,8 @@ class Client:
         self._sock.send(msgpack.packb(msg, use_bin_type=True))
         return rid
 
-    def _recv(self, rid: int) -> Dict[str, Any]:
+    def _recv(self, rid: Union[int, Sequence[int]]) -> Dict[str, Any]:
+        """The next reply to request `rid` (or to any of several ids)."""
         # The timeout is per message. Heartbeats do not extend it (a stuck engine still times
         # out), but silence for `liveness` (3 heartbeat intervals) means the worker is dead, not
         # slow, and ends the wait early (PROTOCOL.md, Heartbeats).
@@ -195,8 +196,10 @@ class Client:
                 alive_until = time.monotonic() + liveness  # any message is a sign of life
             if reply.get("heartbeat") is True:
                 continue
-            if reply["id"] not in (rid, 0):
-                continue  # a late reply to an earlier call that timed out or was abandoned
+            rids = (rid,) if isinstance(rid, int) else tuple(rid)
+            if reply["id"] not in rids and not (reply["id"] == 0 and len(rids) == 1):
+                if reply["id"] != 0 or reply.get("ok"):
+                    continue  # a late reply to an earlier call that timed out or was abandoned
             if not reply.get("ok"):
                 err = reply.get("error") or {}
                 raise WorkerError(err.get("code", 17), err.get("name", "internal"),
@@ -210,6 +213,18 @@ class Client:
             reply = self._recv(rid)
             if not reply.get("more"):
                 return reply
+
+    def call_all(self, requests: Sequence[Tuple[str, Dict[str, Any]]]) -> List[Dict[str, Any]]:
+        """Low level: sends every (op, fields) request before reading any reply, so they are in
+        flight together (the worker batches concurrent generations); returns their final replies
+        in order. Stream chunks are skipped."""
+        rids = [self._send(op, dict(fields)) for op, fields in requests]
+        finals: Dict[int, Dict[str, Any]] = {}
+        while len(finals) < len(rids):
+            reply = self._recv([r for r in rids if r not in finals])
+            if not reply.get("more"):
+                finals[reply["id"]] = reply
+        return [finals[r] for r in rids]
 
     def _tensor(self, t: Dict[str, Any]) -> np.ndarray:
         shape = tuple(t["shape"])
@@ -285,15 +300,46 @@ class Client:
         return_state the result carries the final state (prompt and every generated token).
         """
         self._ensure_hello()
-        fields = dict(_prompt_fields(prompt), max_tokens=max_tokens, temperature=float(temperature),
-                      top_p=float(top_p), top_k=top_k, presence_penalty=float(presence_penalty),
-                      frequency_penalty=float(frequency_penalty),
-                      stop=list(stop) if stop else None, seed=seed,
-                      state=_state_bytes(state) if state is not None else None,
-                      return_state=return_state or None, stream=stream or None, session=session)
+        fields = self._generate_fields(prompt, max_tokens=max_tokens, temperature=temperature,
+                                       top_p=top_p, top_k=top_k, presence_penalty=presence_penalty,
+                                       frequency_penalty=frequency_penalty, stop=stop, seed=seed,
+                                       state=state, return_state=return_state, stream=stream,
+                                       session=session)
         if not stream:
             return self._result(self.call("generate", **fields))
         return self._stream(fields)
+
+    @staticmethod
+    def _generate_fields(prompt: Prompt, *, max_tokens: int = 16, temperature: float = 1.0,
+                         top_p: float = 1.0, top_k: int = 0, presence_penalty: float = 0.0,
+                         frequency_penalty: float = 0.0, stop: Optional[Sequence[str]] = None,
+                         seed: Optional[int] = None, state: Optional[np.ndarray] = None,
+                         return_state: bool = False, stream: bool = False,
+                         session: Optional[int] = None) -> Dict[str, Any]:
+        return dict(_prompt_fields(prompt), max_tokens=max_tokens, temperature=float(temperature),
+                    top_p=float(top_p), top_k=top_k, presence_penalty=float(presence_penalty),
+                    frequency_penalty=float(frequency_penalty),
+                    stop=list(stop) if stop else None, seed=seed,
+                    state=_state_bytes(state) if state is not None else None,
+                    return_state=return_state or None, stream=stream or None, session=session)
+
+    def generate_all(self, prompts: Sequence[Prompt], *, sessions: Optional[Sequence[int]] = None,
+                     **options: Any) -> List[GenerateResult]:
+        """Several generations in flight at once on this connection, batched by the worker (e.g.
+        the field prompts of a document, each on a fork of its session). `sessions`: one per
+        prompt, or None. Options as for generate(), without streaming. Results in prompt order.
+        """
+        if options.get("stream"):
+            raise ValueError("generate_all does not stream")
+        if sessions is not None and len(sessions) != len(prompts):
+            raise ValueError("generate_all: one session per prompt, or none")
+        self._ensure_hello()
+        requests = []
+        for i, prompt in enumerate(prompts):
+            fields = self._generate_fields(prompt, **options,
+                                           session=None if sessions is None else sessions[i])
+            requests.append(("generate", fields))
+        return [self._result(r) for r in self.call_all(requests)]
 
     def _result(self, r: Dict[str, Any]) -> GenerateResult:
         return GenerateResult(tokens=list(r.get("tokens", [])), text=r.get("text", ""),
