@@ -140,10 +140,21 @@ void Uploader::run() {
       }
       const bool segment_end = i + 1 == order.size() || order[i + 1].segment != p.segment;
       if (segment_end && !stop_) {
-        // The signal rides on a submission, after every earlier copy. The forward's submission
-        // waits for it on the GPU: a semaphore signal and wait are the memory dependency from
-        // these copies to its shaders, on whichever queues the two run.
+        // The signal rides on a submission, after every earlier copy. On a transfer queue of its
+        // own, the forward's submissions wait for it on the GPU (the semaphore pair is the
+        // memory dependency between the queues). On the compute queue a barrier after the copies
+        // orders them before every later dispatch of that queue instead, and the forward only
+        // waits on the host: lavapipe (Mesa 22.3) crashed or hung now and then in its queue
+        // thread when submissions waited on this semaphore.
         begin();
+        if (!dev_.dedicated_transfer()) {
+          VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+          mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+          mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
+          vkCmdPipelineBarrier(cbs_[cur_], VK_PIPELINE_STAGE_TRANSFER_BIT,
+                               VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0,
+                               nullptr);
+        }
         flush(true, p.segment + 1);
         if (UploadObserver* o = g_observer.load()) o->uploaded(p.segment);
       }

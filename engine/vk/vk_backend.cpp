@@ -216,16 +216,21 @@ class VkBackendImpl final : public VkBackend {
                              static_cast<uint32_t>(rows.size()), n_logit};
     const std::vector<VkCommandBuffer>& cbs = forward_->commands(shape);
     RWKVD_VK(vkResetFences(dev_->device(), 1, &fence_));
-    // Each submission waits on the GPU for the upload of the weights it reads (a no-op once
-    // they are resident; it is also what makes the upload queue's writes visible here).
+    // With a transfer queue of its own, each submission also waits on the GPU for the upload
+    // of the weights it reads (a no-op once they are resident): that is what makes the other
+    // queue's writes visible here. On one queue the upload's barrier does it (uploader.cpp).
+    const bool gpu_wait = dev_->dedicated_transfer();
+    auto upload_sync = [&](uint64_t segments) {
+      return gpu_wait ? SubmitSync{uploader_->timeline(), segments} : SubmitSync{};
+    };
     if (uploader_->all_resident()) {
-      submit(*dev_, cbs, fence_, {uploader_->timeline(), static_cast<uint64_t>(cbs.size())});
+      submit(*dev_, cbs, fence_, upload_sync(cbs.size()));
     } else {
       // Still loading: each segment goes as soon as its weights are resident.
       for (uint32_t s = 0; s < cbs.size(); ++s) {
         uploader_->wait_segment(s);
         submit(*dev_, {&cbs[s], 1}, s + 1 == cbs.size() ? fence_ : VK_NULL_HANDLE,
-               {uploader_->timeline(), uint64_t{s} + 1});
+               upload_sync(uint64_t{s} + 1));
       }
     }
     const auto t_submitted = Clock::now();
