@@ -171,6 +171,7 @@ Sampling parse_sampling(const Value& m, const Limits& lim) {
 
 std::vector<float> parse_state_blob(const Value& v) {
   const auto& bytes = v.as_bin("state");
+  if (bytes.empty()) fail(ErrorCode::kBadState, "state: empty");
   if (bytes.size() % sizeof(float) != 0) {
     fail(ErrorCode::kBadState, "state: " + std::to_string(bytes.size()) +
                                    " bytes is not a whole number of float32 values");

@@ -185,6 +185,8 @@ TEST(Request, EveryErrorCode) {
   st.set("session", Value(3));
   st.set("state", Value(Value::Bin{"abc"}));
   EXPECT_EQ(code_of(st), ErrorCode::kBadState);
+  st.set("state", Value(Value::Bin{}));  // found by request_fuzz: an empty blob
+  EXPECT_EQ(code_of(st), ErrorCode::kBadState);
   Value both = base("generate");
   both.set("text", Value("x"));
   both.set("tokens", Value(Value::Array{Value(1)}));
