@@ -14,9 +14,10 @@ namespace {
 std::atomic<uint64_t> g_validation_errors{0};
 std::atomic<bool> g_validation_enabled{false};
 
-bool env_flag(const char* name) {
+// Whether $name is exactly `value` ("1" turns an option on, "0" a default one off).
+bool env_is(const char* name, const char* value) {
   const char* v = std::getenv(name);
-  return v != nullptr && std::strcmp(v, "1") == 0;
+  return v != nullptr && std::strcmp(v, value) == 0;
 }
 
 VKAPI_ATTR VkBool32 VKAPI_CALL on_debug_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
@@ -140,7 +141,7 @@ Device::Device() {
   app.pApplicationName = "rwkvd";
   app.apiVersion = VK_API_VERSION_1_2;
   std::vector<const char*> layers, exts;
-  const bool validate = env_flag("RWKVD_VK_VALIDATION");
+  const bool validate = env_is("RWKVD_VK_VALIDATION", "1");
   if (validate) {
     if (!has_layer("VK_LAYER_KHRONOS_validation")) {
       throw EngineError("vulkan: RWKVD_VK_VALIDATION=1 but VK_LAYER_KHRONOS_validation is absent");
@@ -193,8 +194,7 @@ Device::Device() {
     // A transfer-only family (a copy engine) for the weight upload, so that its copies do not
     // queue behind (or in front of) the forward's dispatches.
     transfer_family_ = family_;
-    const char* tq_env = std::getenv("RWKVD_VK_TRANSFER_QUEUE");
-    if (!(tq_env != nullptr && std::strcmp(tq_env, "0") == 0)) {
+    if (!env_is("RWKVD_VK_TRANSFER_QUEUE", "0")) {
       for (uint32_t i = 0; i < nf; ++i) {
         const VkQueueFlags f = fams[i].queueFlags;
         if ((f & VK_QUEUE_TRANSFER_BIT) && !(f & (VK_QUEUE_COMPUTE_BIT | VK_QUEUE_GRAPHICS_BIT))) {
@@ -235,7 +235,7 @@ Device::Device() {
     features_.subgroup_size = sg.subgroupSize;
     features_.subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                                (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
-                               sg.subgroupSize >= 4 && !env_flag("RWKVD_VK_NO_SUBGROUP");
+                               sg.subgroupSize >= 4 && !env_is("RWKVD_VK_NO_SUBGROUP", "1");
     features_.subgroup_shuffle =
         features_.subgroup_arith && (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
 
@@ -243,9 +243,8 @@ Device::Device() {
     VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{
         VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
     std::vector<const char*> dev_exts;
-    const char* cm_env = std::getenv("RWKVD_VK_COOPMAT");
     if (features_.float16 && features_.subgroup_arith && features_.subgroup_size == 32 &&
-        !(cm_env != nullptr && std::strcmp(cm_env, "0") == 0) &&
+        !env_is("RWKVD_VK_COOPMAT", "0") &&
         has_device_extension(phys_, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) {
       VkPhysicalDeviceFeatures2 q2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
       q2.pNext = &cm;

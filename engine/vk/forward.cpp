@@ -175,7 +175,7 @@ Forward::~Forward() = default;
 
 std::vector<std::string> Forward::kernel_choices() const {
   std::vector<std::string> out = kernels_.choices(hp_.head_size);
-  if (!fuse_lora_) std::erase(out, std::string("lora_in_wkv"));
+  if (fuse_lora_) out.push_back("lora_in_wkv");
   return out;
 }
 

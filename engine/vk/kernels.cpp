@@ -155,7 +155,6 @@ std::vector<std::string> Kernels::choices(uint32_t head_size) const {
   if (mv_max_t_ > 0) out.push_back("decode_matvec");
   if (coopmat_) out.push_back("tensor_cores");
   out.push_back(wkv_sg(head_size) ? "wkv_subgroup" : "wkv_portable");
-  if (wkv_fuses_lora(head_size)) out.push_back("lora_in_wkv");
   return out;
 }
 

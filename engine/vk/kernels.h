@@ -82,7 +82,8 @@ class Kernels {
   bool uses_coopmat(GgmlType type, uint32_t K, uint32_t T) const;
 
   uint32_t dispatches() const { return dispatches_; }  // recorded so far (for reports/tests)
-  // The variants this device gets ("decode_matvec", "tensor_cores", "wkv_subgroup", ...).
+  // The variants this device gets ("decode_matvec", "tensor_cores", "wkv_subgroup", ...); what
+  // also depends on the model (the LoRA fusion) is the forward's to add.
   std::vector<std::string> choices(uint32_t head_size) const;
 
  private:

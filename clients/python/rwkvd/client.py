@@ -177,6 +177,7 @@ class Client:
         # The timeout is per message. Heartbeats do not extend it (a stuck engine still times
         # out), but silence for `liveness` (3 heartbeat intervals) means the worker is dead, not
         # slow, and ends the wait early (PROTOCOL.md, Heartbeats).
+        rids = (rid,) if isinstance(rid, int) else tuple(rid)
         liveness = self._liveness
         deadline = time.monotonic() + self.timeout
         alive_until = time.monotonic() + liveness if liveness else deadline
@@ -196,10 +197,13 @@ class Client:
                 alive_until = time.monotonic() + liveness  # any message is a sign of life
             if reply.get("heartbeat") is True:
                 continue
-            rids = (rid,) if isinstance(rid, int) else tuple(rid)
-            if reply["id"] not in rids and not (reply["id"] == 0 and len(rids) == 1):
-                if reply["id"] != 0 or reply.get("ok"):
-                    continue  # a late reply to an earlier call that timed out or was abandoned
+            # Id 0 answers a request the worker could not read: ours when only one is in
+            # flight; an error among several is still raised. Other ids are late replies to
+            # earlier calls that timed out or were abandoned.
+            ours = reply["id"] in rids or (reply["id"] == 0 and (len(rids) == 1
+                                                                 or not reply.get("ok")))
+            if not ours:
+                continue
             if not reply.get("ok"):
                 err = reply.get("error") or {}
                 raise WorkerError(err.get("code", 17), err.get("name", "internal"),
