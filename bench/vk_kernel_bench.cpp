@@ -138,7 +138,8 @@ void product_args(benchmark::internal::Benchmark* b) {
     for (const auto& [K, N] : {std::pair{2560, 10240}, {10240, 2560}, {2560, 2560}}) {
       b->Args({ti, K, N, 1, 1});
       b->Args({ti, K, N, 1, 0});
-      b->Args({ti, K, N, 8, 1});
+      // A few sequences decoding together (gen-8, field analysis): what each token adds.
+      for (int64_t T : {2, 4, 8}) b->Args({ti, K, N, T, 1});
       b->Args({ti, K, N, 512, 1});
     }
   }

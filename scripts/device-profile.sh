@@ -3,7 +3,8 @@
 #   bash .gl/device-profile.sh "MODELS" "VARIANTS" [REPEATS]
 # MODELS: preset:type words (e.g. "2.9b:q4_k_m 0.1b:q4_k_m"). VARIANTS: name=ENV=V,ENV=V words
 # (e.g. "new=RWKVD_VK_MV_MAX_T=32 old=RWKVD_VK_MV_MAX_T=0"; "base=" for no change;
-# RWKVD_VK_PROFILE=0 in a variant turns the profiler off, to see its cost). For each
+# RWKVD_VK_PROFILE=0 in a variant turns the profiler off, to see its cost; RWKVD_BIN=PATH runs
+# another build, e.g. the last commit's, for an A/B of code rather than knobs). For each
 # model and variant, `rwkvd bench --parts engine` runs with RWKVD_VK_PROFILE, so
 # $OUT/profile.tar.gz gets the engine figures (JSON, markdown) and the per-kernel GPU time table of every variant.
 set -uo pipefail
@@ -24,7 +25,7 @@ for mt in $models; do
     tag=$p-$t-$name
     (
       IFS=, && for kv in $envs; do [[ -n $kv ]] && export "${kv?}"; done
-      RWKVD_VK_PROFILE=${RWKVD_VK_PROFILE-$res/kernels-$tag.md} timeout "${BENCH_TIMEOUT:-300}" .gl/rwkvd bench \
+      RWKVD_VK_PROFILE=${RWKVD_VK_PROFILE-$res/kernels-$tag.md} timeout "${BENCH_TIMEOUT:-300}" "${RWKVD_BIN:-.gl/rwkvd}" bench \
         --model "$m" --device gpu --parts engine --repeats "$repeats" --embed-docs "${EMBED_DOCS:-64}" \
         --text .gl/bench_email.txt --fields .gl/field_prompts.txt \
         --out "$res/engine-$tag.json" --markdown "$res/engine-$tag.md" >"$res/engine-$tag.log" 2>&1

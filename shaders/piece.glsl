@@ -15,6 +15,10 @@
 // 64c + 32 + 16h + i (run B, sub-block 2c + 1).
 uint run_a(uint p) { return (p >> 3) * 256u + ((p >> 1) & 3u) * 64u + (p & 1u) * 16u; }
 uint run_b(uint p) { return run_a(p) + 32u; }
+// Where mv.comp keeps element e of a staged input chunk (in floats): 4 floats of padding every
+// 64 put the runs of 8 neighbouring lanes (64c + 16h, c < 4, h < 2) in distinct shared-memory
+// banks.
+uint xs_slot(uint e) { return e + ((e >> 6) << 2); }
 
 // 6-bit scale and min of sub-block sb from the 12 scale bytes (header words y, z, w).
 uvec2 kscale(uvec4 hd, uint sb) {
@@ -66,6 +70,8 @@ void unpack_piece(Raw r, uint p, out vec4 w[8], out vec4 aff) {
 // Every other type: piece p is elements 32p..32p+31.
 uint run_a(uint p) { return 32u * p; }
 uint run_b(uint p) { return 32u * p + 16u; }
+// As above, for runs 32 floats apart: 4 floats of padding every 32.
+uint xs_slot(uint e) { return e + ((e >> 5) << 2); }
 
 #if defined(WTYPE_F32)
 struct Raw {

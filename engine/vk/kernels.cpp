@@ -35,31 +35,21 @@ uint32_t env_u32(const char* name, uint32_t fallback) {
                                     : fallback;
 }
 
-// mv.comp's pieces per lane loaded together: what keeps a short row's loads in flight, bounded
-// by the registers a piece holds (F32 32 words, F16 16, K-quants 8-12, others decoded: 32).
-uint32_t mv_unroll(GgmlType t) {
-  if (const uint32_t u = env_u32("RWKVD_VK_MV_UNROLL", 0); u > 0) return std::min(u, 4u);
-  switch (t) {
-    case GgmlType::Q4_K:
-    case GgmlType::Q5_K:
-      return 4;
-    case GgmlType::F16:
-    case GgmlType::BF16:
-    case GgmlType::F32:
-      return 2;
-    default:
-      return 1;
-  }
+// mv.comp's tokens per workgroup for T tokens: the smallest of 1, 2, 4, 8 that holds them.
+// Capped at `cap` (Kernels::mv_tt_max_).
+uint32_t mv_tokens(uint32_t T, uint32_t cap) {
+  const uint32_t tt = T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : 8;
+  return std::min(tt, cap);
 }
 
-// mv.comp's tokens per workgroup for T tokens: the smallest of 1, 2, 4, 8 that holds them.
-// Capped at 4 ($RWKVD_VK_MV_TT_MAX: 1, 2, 4 or 8): 8 tokens per workgroup need so many registers
-// that fewer warps fit; on the H100, 2.9B Q4_K_M gen-8 went 494 -> 536 tok/s at 4, 0.1B
-// 1593 -> 1822 (gen-32 +1% / +11%), gen-1 unchanged.
-uint32_t mv_tokens(uint32_t T) {
-  static const uint32_t cap = std::clamp(env_u32("RWKVD_VK_MV_TT_MAX", 4), 1u, 8u);
-  const uint32_t tt = T <= 1 ? 1 : T <= 2 ? 2 : T <= 4 ? 4 : 8;
-  return std::min(tt, std::bit_floor(cap));
+// mv.comp's staged chunk of K: one 32-weight piece per lane of a subgroup.
+uint32_t mv_chunk(const Device& dev) {
+  return 32 * dev.features().subgroup_size;
+}
+
+// Bytes of shared memory mv.comp stages for tt tokens (its xs array).
+uint32_t mv_shared_bytes(const Device& dev, uint32_t tt) {
+  return tt * (mv_chunk(dev) + mv_chunk(dev) / 8) * 4;
 }
 
 bool is_float_type(GgmlType t) {
@@ -95,9 +85,22 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
     row_slices_ = *v == '1';
   }
   if (dev.features().subgroup_arith) {
-    mv_max_t_ = env_u32("RWKVD_VK_MV_MAX_T", 32);
-    mv_wg_ = std::max(dev.features().subgroup_size, env_u32("RWKVD_VK_MV_WG", wg_));
+    // Up to 16 tokens: from 32 on tensor cores are faster (H100, 2.9B Q4_K_M gen-32 801 ->
+    // 1161 tok/s at 16), and 8 gains nothing.
+    mv_max_t_ = env_u32("RWKVD_VK_MV_MAX_T", 16);
+    // 128: four subgroups share each staged input chunk (H100, 2.9B shapes at 4-8 tokens:
+    // 10-30% faster than 64; 256 leaves too few workgroups for 2560 rows).
+    const bool cpu = dev.props().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    mv_wg_ = std::max(dev.features().subgroup_size, env_u32("RWKVD_VK_MV_WG", cpu ? wg_ : 128u));
     mv_rows_ = std::clamp(env_u32("RWKVD_VK_MV_ROWS", 0), 0u, 4u);
+    // At most 4 tokens per workgroup ($RWKVD_VK_MV_TT_MAX: 1, 2, 4 or 8): 8 need so many
+    // registers that fewer warps fit (H100, before the staging: 2.9B Q4_K_M gen-8 494 -> 536
+    // tok/s at 4), and no more than the staged inputs' shared memory allows.
+    mv_tt_max_ = std::bit_floor(std::clamp(env_u32("RWKVD_VK_MV_TT_MAX", 4), 1u, 8u));
+    while (mv_tt_max_ > 1 &&
+           mv_shared_bytes(dev, mv_tt_max_) > dev.props().limits.maxComputeSharedMemorySize) {
+      mv_tt_max_ /= 2;
+    }
   }
 }
 
@@ -114,8 +117,8 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size) {
     }
     if (mv_max_t_ > 0) {
       // The token tiles mv_tokens() can pick, no more: each pipeline costs start-up time.
-      for (uint32_t tt = 1; tt <= mv_tokens(std::min(mv_max_t_, 8u)); tt *= 2) {
-        keys.push_back({"mv_" + ts, {mv_wg_, tt, mv_rows(tt), mv_unroll(t)}});
+      for (uint32_t tt = 1; tt <= mv_tokens(mv_max_t_, mv_tt_max_); tt *= 2) {
+        keys.push_back(mv_key(t, tt));
       }
     }
     keys.push_back({"embed_" + ts, {row_wg_}});
@@ -135,6 +138,10 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size) {
 // 2.9B Q4_K_M gen-8 +13%, gen-32 +29% over one row.
 uint32_t Kernels::mv_rows(uint32_t /*tokens*/) const {
   return mv_rows_ > 0 ? mv_rows_ : 2;
+}
+
+Pipelines::Key Kernels::mv_key(GgmlType type, uint32_t tt) const {
+  return {"mv_" + weight_type_suffix(type), {mv_wg_, tt, mv_rows(tt), mv_chunk(dev_)}};
 }
 
 bool Kernels::uses_coopmat(GgmlType type, uint32_t K, uint32_t T) const {
@@ -197,10 +204,9 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     coopmat = coopmat && uses_coopmat(type, sl.K, T);
   }
   if (k32 && T <= mv_max_t_) {
-    const uint32_t tt = mv_tokens(T);
-    bind(cb, set,
-         pipes_.get("mv_" + weight_type_suffix(type), {mv_wg_, tt, mv_rows(tt), mv_unroll(type)}),
-         &pc, sizeof(pc));
+    const uint32_t tt = mv_tokens(T, mv_tt_max_);
+    const Pipelines::Key key = mv_key(type, tt);
+    bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
     const uint32_t rows = mv_wg_ / dev_.features().subgroup_size * mv_rows(tt);
     const uint32_t gx = std::min(
         {ceil_div(max_n, rows), dev_.props().limits.maxComputeWorkGroupCount[0], max_row_groups_});

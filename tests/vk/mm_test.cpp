@@ -101,13 +101,14 @@ float apply(MmMode m, float y, float prev) {
   }
 }
 
-void check_product(VkRig& rig, GgmlType type, uint32_t T, bool subgroups);
+void check_product(VkRig& rig, GgmlType type, uint32_t T, uint32_t K, bool subgroups);
 
 class VkMatmul : public ::testing::TestWithParam<GgmlType> {};
 
 // T = 1, 3 and 11 run the decode matvec (mv.comp) where subgroups exist (else mm.comp, and the
 // tiled mt.comp from 9 tokens); 70 (two 64-token tiles) runs mt.comp, or mc.comp on tensor
-// cores for quantised types where the device has them.
+// cores for quantised types where the device has them. K = 1280 gives mv.comp several staged
+// chunks of K, the last one partial (chunks are 32 x the subgroup size: 1024 on NVIDIA).
 // Variants: subgroups, then (tensor-core devices) the same device with mc.comp's 64-token tiles
 // forced (the test's grids are small enough to get its 32-token tiles otherwise); no subgroups.
 // Few devices per process: the NVIDIA driver refuses new instances after about 30.
@@ -124,9 +125,11 @@ TEST_P(VkMatmul, MatchesDequantizedCpuProductEveryEpilogue) {
         rig.kernels = std::make_unique<engine::vk::Kernels>(*rig.dev, *rig.pipes);
         unsetenv("RWKVD_VK_MC_SMALL_GRID");
       }
-      for (const uint32_t T : {1u, 3u, 11u, 70u}) {
-        SCOPED_TRACE("T = " + std::to_string(T) + (big_tiles ? ", 64-token mc tiles" : ""));
-        check_product(rig, GetParam(), T, subgroups);
+      for (const auto& [T, K] :
+           {std::pair{1u, 512u}, {3u, 512u}, {11u, 512u}, {70u, 512u}, {1u, 1280u}, {3u, 1280u}}) {
+        SCOPED_TRACE("T = " + std::to_string(T) + ", K = " + std::to_string(K) +
+                     (big_tiles ? ", 64-token mc tiles" : ""));
+        check_product(rig, GetParam(), T, K, subgroups);
         if (HasFatalFailure() || IsSkipped()) return;
       }
     }
@@ -134,8 +137,7 @@ TEST_P(VkMatmul, MatchesDequantizedCpuProductEveryEpilogue) {
   }
 }
 
-void check_product(VkRig& rig, GgmlType type, uint32_t T, bool subgroups) {
-  const uint32_t K = 512;
+void check_product(VkRig& rig, GgmlType type, uint32_t T, uint32_t K, bool subgroups) {
   const uint32_t Ns[4] = {24, 7, 100, 9};  // 100: two of mt.comp's 64-row tiles
   const MmMode modes[2][4] = {{MmMode::kStore, MmMode::kAdd, MmMode::kTanh, MmMode::kSigmoid},
                               {MmMode::kReluSq, MmMode::kStore, MmMode::kAdd, MmMode::kStore}};
