@@ -48,10 +48,20 @@ shared float s_bonus[TB];
 shared float s_lw[TB * NS], s_la[TB * NS], s_lv[TB * NS], s_lg[TB * NS];  // phase L results
 
 // Part `part` (of P) of row ch of F32 weight binding s (rank inputs) times h: vec4 j = part + P m.
+// Four steps' loads are issued together: at decode this loop is the kernel's latency chain.
 float lora_part(uint s, uint ch, uint rank, uint h_off, uint part) {
-  const uint w0 = ch * rank / 4u, x0 = h_off / 4u;
+  const uint w0 = ch * rank / 4u, x0 = h_off / 4u, n = rank / 4u;
   vec4 acc = vec4(0);
-  for (uint j = part; j < rank / 4u; j += P) acc += uintBitsToFloat(wb4[s].w[w0 + j]) * act4[x0 + j];
+  uint j = part;
+  for (; j + 3u * P < n; j += 4u * P) {
+    vec4 w[4], x[4];
+    [[unroll]] for (uint u = 0; u < 4u; ++u) {
+      w[u] = uintBitsToFloat(wb4[s].w[w0 + j + u * P]);
+      x[u] = act4[x0 + j + u * P];
+    }
+    acc += (w[0] * x[0] + w[1] * x[1]) + (w[2] * x[2] + w[3] * x[3]);
+  }
+  for (; j < n; j += P) acc += uintBitsToFloat(wb4[s].w[w0 + j]) * act4[x0 + j];
   return dot(acc, vec4(1));
 }
 
@@ -97,6 +107,9 @@ void main() {
 
   for (uint b0 = 0; b0 < n; b0 += TB) {
     const uint nb = min(TB, n - b0);
+    // Passes of phases A and C: only as many as the block's tokens need (one at decode), each
+    // with barriers.
+    const uint pass_end = (nb + lanes_tok - 1u) / lanes_tok * lanes_tok;
     if (pc.lora != 0) {
       // L: LoRA up products of the block's tokens, channel `row`, 4 lanes each.
       const uint lch = h * NS + row;
@@ -118,7 +131,7 @@ void main() {
       barrier();
     }
     // A: per-token, per-channel inputs of the recurrence.
-    for (uint tt = tid / NS; tt < TB; tt += lanes_tok) {
+    for (uint tt = tid / NS; tt < pass_end; tt += lanes_tok) {
       const bool live = tt < nb;
       float kr = 0.0, bonus = 0.0;
       if (live) {
@@ -172,7 +185,7 @@ void main() {
     }
     barrier();
     // C: GroupNorm over the head, bonus, gate.
-    for (uint tt = tid / NS; tt < TB; tt += lanes_tok) {
+    for (uint tt = tid / NS; tt < pass_end; tt += lanes_tok) {
       const bool live = tt < nb;
       const float y = live ? s_y[tt * NS + c] : 0.0;
       const float mu = token_sum(vec2(y, 0), live).x / float(NS);

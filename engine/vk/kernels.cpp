@@ -105,11 +105,10 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
 }
 
 void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size) {
-  const std::string sg = dev_.features().subgroup_arith ? "_sg" : "";
   std::vector<Pipelines::Key> keys;
   for (GgmlType t : types) {
     const std::string ts = weight_type_suffix(t);
-    keys.push_back({"mm_" + ts + sg, {wg_, kTokenTile}});
+    keys.push_back({subgroup_variant("mm_" + ts), {wg_, kTokenTile}});
     keys.push_back({"mt_" + ts, {}});
     if (coopmat_ && !is_float_type(t)) {
       keys.push_back({"mc_" + ts, {}});
@@ -123,8 +122,8 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size) {
     }
     keys.push_back({"embed_" + ts, {row_wg_}});
   }
-  keys.push_back({"shift", {row_wg_}});
-  keys.push_back({"out_ln", {row_wg_}});
+  keys.push_back({subgroup_variant("shift"), {row_wg_}});
+  keys.push_back({subgroup_variant("out_ln"), {row_wg_}});
   if (wkv_sg(head_size)) {
     keys.push_back({"wkv_sg", {4 * head_size, head_size, kWkvBlock}});
   } else {
@@ -138,6 +137,10 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size) {
 // 2.9B Q4_K_M gen-8 +13%, gen-32 +29% over one row.
 uint32_t Kernels::mv_rows(uint32_t /*tokens*/) const {
   return mv_rows_ > 0 ? mv_rows_ : 2;
+}
+
+std::string Kernels::subgroup_variant(const std::string& shader) const {
+  return dev_.features().subgroup_arith ? shader + "_sg" : shader;
 }
 
 Pipelines::Key Kernels::mv_key(GgmlType type, uint32_t tt) const {
@@ -230,9 +233,8 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     vkCmdDispatch(cb, ceil_div(max_n, kTileRows), ceil_div(T, kTileTokens), n_slots);
     return;
   }
-  const std::string sg = dev_.features().subgroup_arith ? "_sg" : "";
-  bind(cb, set, pipes_.get("mm_" + weight_type_suffix(type) + sg, {wg_, kTokenTile}), &pc,
-       sizeof(pc));
+  bind(cb, set, pipes_.get(subgroup_variant("mm_" + weight_type_suffix(type)), {wg_, kTokenTile}),
+       &pc, sizeof(pc));
   // Rows per workgroup: one per subgroup, or one (workgroup reduction).
   const uint32_t rows =
       dev_.features().subgroup_arith ? std::max(1u, wg_ / dev_.features().subgroup_size) : 1u;
@@ -248,7 +250,7 @@ void Kernels::embed(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type, cons
 }
 
 void Kernels::shift(VkCommandBuffer cb, VkDescriptorSet set, const ShiftArgs& a, uint32_t T) {
-  bind(cb, set, pipes_.get("shift", {row_wg_}), &a, sizeof(a));
+  bind(cb, set, pipes_.get(subgroup_variant("shift"), {row_wg_}), &a, sizeof(a));
   vkCmdDispatch(cb, T, row_slices_ ? ceil_div(a.D, row_wg_) : 1, 1);
 }
 
@@ -269,7 +271,7 @@ void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& a, uin
 }
 
 void Kernels::out_ln(VkCommandBuffer cb, VkDescriptorSet set, const OutLnArgs& a) {
-  bind(cb, set, pipes_.get("out_ln", {row_wg_}), &a, sizeof(a));
+  bind(cb, set, pipes_.get(subgroup_variant("out_ln"), {row_wg_}), &a, sizeof(a));
   vkCmdDispatch(cb, std::max(a.n_out, a.n_seq), 1, 1);
 }
 

@@ -92,6 +92,8 @@ class Kernels {
   bool wkv_sg(uint32_t head_size) const;
   uint32_t mv_rows(uint32_t tokens) const;
   Pipelines::Key mv_key(GgmlType type, uint32_t tokens) const;  // mv.comp's pipeline for a type
+  // The shader's _sg variant (subgroup reductions) where the device has subgroup arithmetic.
+  std::string subgroup_variant(const std::string& shader) const;
   void bind(VkCommandBuffer cb, VkDescriptorSet set, VkPipeline p, const void* pc, uint32_t size);
   Device& dev_;
   Pipelines& pipes_;

@@ -66,13 +66,19 @@ void check_shift();
 // at each sequence's first position and from the previous token after, six lerps, the saved
 // xn, and the commit of another buffer's last-token row into the state.
 TEST(VkRowKernels, ShiftNormsShiftsLerpsAndCommits) {
-  // One workgroup per token (CPU devices) and a token's channels spread over several (GPUs).
-  for (const char* slices : {"0", "1"}) {
-    SCOPED_TRACE(std::string("RWKVD_VK_ROW_SLICES=") + slices);
-    setenv("RWKVD_VK_ROW_SLICES", slices, 1);
-    check_shift();
-    unsetenv("RWKVD_VK_ROW_SLICES");
-    if (HasFatalFailure()) return;
+  // One workgroup per token (CPU devices) and a token's channels spread over several (GPUs);
+  // LayerNorm sums through subgroups (shift_sg) and through the workgroup tree (no subgroups).
+  for (const bool subgroups : {true, false}) {
+    for (const char* slices : {"0", "1"}) {
+      SCOPED_TRACE(std::string("RWKVD_VK_ROW_SLICES=") + slices +
+                   (subgroups ? ", subgroups" : ", no subgroups"));
+      setenv("RWKVD_VK_ROW_SLICES", slices, 1);
+      if (!subgroups) setenv("RWKVD_VK_NO_SUBGROUP", "1", 1);
+      check_shift();
+      unsetenv("RWKVD_VK_ROW_SLICES");
+      unsetenv("RWKVD_VK_NO_SUBGROUP");
+      if (HasFatalFailure()) return;
+    }
   }
 }
 
