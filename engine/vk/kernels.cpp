@@ -88,10 +88,14 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
     // Up to 16 tokens: from 32 on tensor cores are faster (H100, 2.9B Q4_K_M gen-32 801 ->
     // 1161 tok/s at 16), and 8 gains nothing.
     mv_max_t_ = env_u32("RWKVD_VK_MV_MAX_T", 16);
-    // 128: four subgroups share each staged input chunk (H100, 2.9B shapes at 4-8 tokens:
-    // 10-30% faster than 64; 256 leaves too few workgroups for 2560 rows).
+    // One token: 64 invocations (nothing is staged; H100 vk_kernel_bench at the 2.9B shapes,
+    // F16 2560 -> 10240: 26 us at 64, 33 us at 128). Several: 128, four subgroups share each
+    // staged input chunk (10-30% faster than 64 at 4-8 tokens; 256 leaves too few workgroups
+    // for 2560 rows). $RWKVD_VK_MV_WG sets both.
     const bool cpu = dev.props().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
-    mv_wg_ = std::max(dev.features().subgroup_size, env_u32("RWKVD_VK_MV_WG", cpu ? wg_ : 128u));
+    const uint32_t sg = dev.features().subgroup_size;
+    mv_wg_one_ = std::max(sg, env_u32("RWKVD_VK_MV_WG", wg_));
+    mv_wg_ = std::max(sg, env_u32("RWKVD_VK_MV_WG", cpu ? wg_ : 128u));
     mv_rows_ = std::clamp(env_u32("RWKVD_VK_MV_ROWS", 0), 0u, 4u);
     // At most 4 tokens per workgroup ($RWKVD_VK_MV_TT_MAX: 1, 2, 4 or 8): 8 need so many
     // registers that fewer warps fit (H100, before the staging: 2.9B Q4_K_M gen-8 494 -> 536
@@ -139,12 +143,16 @@ uint32_t Kernels::mv_rows(uint32_t /*tokens*/) const {
   return mv_rows_ > 0 ? mv_rows_ : 2;
 }
 
+uint32_t Kernels::mv_wg(uint32_t tokens) const {
+  return tokens == 1 ? mv_wg_one_ : mv_wg_;
+}
+
 std::string Kernels::subgroup_variant(const std::string& shader) const {
   return dev_.features().subgroup_arith ? shader + "_sg" : shader;
 }
 
 Pipelines::Key Kernels::mv_key(GgmlType type, uint32_t tt) const {
-  return {"mv_" + weight_type_suffix(type), {mv_wg_, tt, mv_rows(tt), mv_chunk(dev_)}};
+  return {"mv_" + weight_type_suffix(type), {mv_wg(tt), tt, mv_rows(tt), mv_chunk(dev_)}};
 }
 
 bool Kernels::uses_coopmat(GgmlType type, uint32_t K, uint32_t T) const {
@@ -210,7 +218,7 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     const uint32_t tt = mv_tokens(T, mv_tt_max_);
     const Pipelines::Key key = mv_key(type, tt);
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
-    const uint32_t rows = mv_wg_ / dev_.features().subgroup_size * mv_rows(tt);
+    const uint32_t rows = mv_wg(tt) / dev_.features().subgroup_size * mv_rows(tt);
     const uint32_t gx = std::min(
         {ceil_div(max_n, rows), dev_.props().limits.maxComputeWorkGroupCount[0], max_row_groups_});
     vkCmdDispatch(cb, gx, ceil_div(T, tt), static_cast<uint32_t>(slots.size()));

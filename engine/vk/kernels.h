@@ -91,6 +91,7 @@ class Kernels {
   // $RWKVD_VK_WKV_PORTABLE forces the latter.
   bool wkv_sg(uint32_t head_size) const;
   uint32_t mv_rows(uint32_t tokens) const;
+  uint32_t mv_wg(uint32_t tokens) const;
   Pipelines::Key mv_key(GgmlType type, uint32_t tokens) const;  // mv.comp's pipeline for a type
   // The shader's _sg variant (subgroup reductions) where the device has subgroup arithmetic.
   std::string subgroup_variant(const std::string& shader) const;
@@ -106,7 +107,8 @@ class Kernels {
   // The decode matvec (mv.comp): used for T <= mv_max_t_ when subgroups exist; its workgroup
   // size, rows per subgroup and most tokens per workgroup ($RWKVD_VK_MV_MAX_T, _WG, _ROWS,
   // _TT_MAX override them for tuning).
-  uint32_t mv_max_t_ = 0, mv_wg_ = 64, mv_rows_ = 0;  // rows 0: mv_rows() decides
+  uint32_t mv_max_t_ = 0, mv_rows_ = 0;    // rows 0: mv_rows() decides
+  uint32_t mv_wg_one_ = 64, mv_wg_ = 128;  // workgroup size for one token / several (mv_wg())
   uint32_t mv_tt_max_ = 4;
   // The tiled product (mt.comp) for T > mv_max_t_ and T >= mt_min_t_ ($RWKVD_VK_MT_MIN_T).
   uint32_t mt_min_t_ = 9;

@@ -18,14 +18,15 @@ float sigm(float x) {
 }
 
 TEST(VkWkv, MatchesCpuRecurrence) {
-  // 12 tokens span two of wkv_sg's 8-token blocks, the second one partial.
-  const uint32_t H = 2, N = 64, D = H * N, T = 15, layer_floats = (N + 2) * D;
-  const uint32_t seq_slot[2] = {1, 0}, seq_first[2] = {0, 3}, seq_n[2] = {3, 12};
-  for (const uint32_t run : {0u, 1u, 2u, 3u}) {
+  // 20 tokens span three of wkv_sg's 8-token blocks, the last one partial; head sizes 64 and 32.
+  const uint32_t H = 2, T = 23;
+  const uint32_t seq_slot[2] = {1, 0}, seq_first[2] = {0, 3}, seq_n[2] = {3, 20};
+  for (const uint32_t run : {0u, 1u, 2u, 3u, 4u}) {
     const uint32_t layer0 = run & 1u;
-    const bool portable = run >= 2;
+    const bool portable = run == 2 || run == 3;
+    const uint32_t N = run == 4 ? 32 : 64, D = H * N, layer_floats = (N + 2) * D;
     SCOPED_TRACE(std::string(portable ? "wkv.comp" : "wkv_sg.comp (where supported)") + " layer0 " +
-                 std::to_string(layer0));
+                 std::to_string(layer0) + " head size " + std::to_string(N));
     if (portable) setenv("RWKVD_VK_WKV_PORTABLE", "1", 1);
     VkRig rig;
     unsetenv("RWKVD_VK_WKV_PORTABLE");
