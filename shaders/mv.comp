@@ -8,8 +8,8 @@
 // the weights, bounded the product (H100: F16 2560 -> 10240 134 -> 73 us, Q4_K 81 -> 66 us); at
 // one token the staging's barriers cost more than they save. A lane issues its pieces' loads
 // before the staging, then decodes each piece into registers and streams the tokens' x through
-// it. Subgroup adds reduce. Each token's sums run in the same order for any T, so a sequence's
-// result does not depend on its batch. Same push constants and epilogues as mm.comp.
+// it. Subgroup adds reduce. Each token's sums run in the same order for any T (forwards of up to
+// 16 tokens agree with one token's to rounding). Same push constants and epilogues as mm.comp.
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"
 #include "quant.glsl"
