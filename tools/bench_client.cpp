@@ -376,14 +376,24 @@ FieldRound fields_in_flight(const std::string& endpoint, const std::vector<float
 
 // What one agent does with its document's session: fork it per field, run the field prompts as
 // generations in flight together on its one connection (the worker batches them), then embed
-// each answer's end. The document's session exists before the clock starts, as it does for the
-// agent that computed it.
+// each answer's end: three rounds of requests in flight together. The document's session
+// exists before the clock starts, as it does for the agent that computed it.
 FieldRound fields_one_client(client::Client& c, const std::vector<float>& doc_state,
                              const std::vector<std::string>& fields, const bench::Sizes& sizes) {
   const uint64_t doc = c.session_open(doc_state);
   FieldRound round;
   const auto t0 = Clock::now();
-  for (size_t i = 0; i < fields.size(); ++i) round.sessions.push_back(c.session_fork(doc));
+  // The forks in flight together too: one round trip, not one per field.
+  std::vector<protocol::Request> forks(fields.size());
+  for (auto& f : forks) {
+    f.op = protocol::Op::kSessionFork;
+    f.session = doc;
+  }
+  for (const protocol::Reply& r : c.call_all(forks)) {
+    const protocol::Value* s = r.body.find("session");
+    if (s == nullptr) throw std::runtime_error("bench: field analysis: no session in a fork reply");
+    round.sessions.push_back(s->as_uint());
+  }
   std::vector<Input> prompts;
   for (const std::string& f : fields) prompts.push_back(Input{f, {}});
   client::GenerateOptions g;
