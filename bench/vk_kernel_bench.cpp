@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -74,13 +75,15 @@ Gpu& gpu() {
 
 // One product y[T][N] = W[N][K] x[T][K] of `type`, weights device-local.
 struct Product {
-  Product(GgmlType weight_type, uint32_t K, uint32_t N, uint32_t tokens)
+  // int8: the product reads the inputs' int8 form (mvq.comp), quantised once here.
+  Product(GgmlType weight_type, uint32_t K, uint32_t N, uint32_t tokens, bool int8 = false)
       : type(weight_type), T(tokens) {
     Gpu& g = gpu();
     const uint32_t rb = static_cast<uint32_t>(*ggml_row_bytes(weight_type, K));
     bytes = uint64_t{rb} * N;
     weights = Buffer(g.dev, bytes + 64, MemKind::kDevice);
-    act = Buffer(g.dev, (uint64_t{T} * K + uint64_t{T} * N) * 4, MemKind::kDevice);
+    const uint32_t q_off = T * K + T * N;
+    act = Buffer(g.dev, (uint64_t{q_off} + uint64_t{T} * q8_row_floats(K)) * 4, MemKind::kDevice);
     small = Buffer(g.dev, 4096, MemKind::kDevice);
     g.cmds.run_now([&](VkCommandBuffer cb) {
       vkCmdFillBuffer(cb, weights.handle(), 0, VK_WHOLE_SIZE, 0x3a3b3c3du);  // finite halves
@@ -93,6 +96,11 @@ struct Product {
     for (auto& w : b.weights) w = {weights.handle(), 0, VK_WHOLE_SIZE};
     set = g.sets.make(b);
     slot = {K, N, 0, T * K, MmMode::kStore, rb};
+    if (int8) {
+      if (!g.kernels.reads_q8(type, T)) throw std::runtime_error("no int8 product here");
+      slot.q8_off = q_off;
+      g.cmds.run_now([&](VkCommandBuffer cb) { g.kernels.quantize_q8(cb, set, K, T, 0, q_off); });
+    }
   }
   void record(VkCommandBuffer cb) { gpu().kernels.mm(cb, set, type, {&slot, 1}, T); }
 
@@ -126,21 +134,31 @@ BENCHMARK(BM_EmptyDispatch)->ArgName("barrier")->Arg(1)->Arg(0)->UseManualTime()
 // Decode (T tokens) and prefill products at the 2.9B model's shapes (D 2560, ffn 10240).
 void BM_Product(benchmark::State& state) {
   const auto type = static_cast<GgmlType>(state.range(0));
+  const bool int8 = state.range(5) != 0;
+  if (int8 && !gpu().kernels.reads_q8(type, static_cast<uint32_t>(state.range(3)))) {
+    state.SkipWithError("the device has no int8 product for this type");
+    return;
+  }
   Product p(type, static_cast<uint32_t>(state.range(1)), static_cast<uint32_t>(state.range(2)),
-            static_cast<uint32_t>(state.range(3)));
-  state.SetLabel(std::string(ggml_traits(type).name) + (state.range(4) ? " barrier" : " overlap"));
+            static_cast<uint32_t>(state.range(3)), int8);
+  state.SetLabel(std::string(ggml_traits(type).name) + (state.range(4) ? " barrier" : " overlap") +
+                 (int8 ? " int8" : ""));
   run(state, p, state.range(4) != 0);
 }
 void product_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"type", "K", "N", "T", "barrier"});
+  b->ArgNames({"type", "K", "N", "T", "barrier", "int8"});
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::F16, GgmlType::F32}) {
     const auto ti = static_cast<int64_t>(t);
     for (const auto& [K, N] : {std::pair{2560, 10240}, {10240, 2560}, {2560, 2560}}) {
-      b->Args({ti, K, N, 1, 1});
-      b->Args({ti, K, N, 1, 0});
+      b->Args({ti, K, N, 1, 1, 0});
+      b->Args({ti, K, N, 1, 0, 0});
       // A few sequences decoding together (gen-8, field analysis): what each token adds.
-      for (int64_t T : {2, 4, 8}) b->Args({ti, K, N, T, 1});
-      b->Args({ti, K, N, 512, 1});
+      for (int64_t T : {2, 4, 8}) b->Args({ti, K, N, T, 1, 0});
+      b->Args({ti, K, N, 512, 1, 0});
+      if (t == GgmlType::Q4_K) {  // the same decode products from int8 inputs
+        for (int64_t T : {1, 2, 4, 8, 16}) b->Args({ti, K, N, T, 1, 1});
+        b->Args({ti, K, N, 1, 0, 1});
+      }
     }
   }
 }

@@ -50,20 +50,28 @@ Raw load_piece(uint s, uint rb, uint p) {
   return r;
 }
 
-void unpack_piece(Raw r, uint p, out vec4 w[8], out vec4 aff) {
+// The piece's weights as bytes, four to a word (runs A and B: small non-negative integers) and
+// their affine map (above). mvq.comp takes these as they are, for integer dot products.
+void piece_bytes(Raw r, uint p, out uvec4 lo, out uvec4 hi, out vec4 aff) {
   const vec2 dm = unpackHalf2x16(r.hd.x);
   const uint c = (p >> 1) & 3u;
   const uvec2 sa = kscale(r.hd, 2u * c), sbb = kscale(r.hd, 2u * c + 1u);
   aff = vec4(dm.x * float(sa.x), -dm.y * float(sa.y), dm.x * float(sbb.x), -dm.y * float(sbb.y));
-  [[unroll]] for (uint k = 0; k < 4; ++k) {
-    uint lo = r.q[k] & 0x0f0f0f0fu, hi = (r.q[k] >> 4) & 0x0f0f0f0fu;
+  lo = r.q & 0x0f0f0f0fu;
+  hi = (r.q >> 4) & 0x0f0f0f0fu;
 #if defined(WTYPE_Q5_K)
-    // Bit 2c (run A) and 2c + 1 (run B) of qh[16h + i] are bit 4 of the elements.
-    lo |= ((r.qh[k] >> (2u * c)) & 0x01010101u) << 4;
-    hi |= ((r.qh[k] >> (2u * c + 1u)) & 0x01010101u) << 4;
+  // Bit 2c (run A) and 2c + 1 (run B) of qh[16h + i] are bit 4 of the elements.
+  lo |= ((r.qh >> (2u * c)) & 0x01010101u) << 4;
+  hi |= ((r.qh >> (2u * c + 1u)) & 0x01010101u) << 4;
 #endif
-    w[k] = small_bytes(lo);
-    w[4 + k] = small_bytes(hi);
+}
+
+void unpack_piece(Raw r, uint p, out vec4 w[8], out vec4 aff) {
+  uvec4 lo, hi;
+  piece_bytes(r, p, lo, hi, aff);
+  [[unroll]] for (uint k = 0; k < 4; ++k) {
+    w[k] = small_bytes(lo[k]);
+    w[4 + k] = small_bytes(hi[k]);
   }
 }
 #else

@@ -6,6 +6,7 @@
 // cannot, other workgroups of the same sequence still read the old row. That later dispatch
 // is the next shift (or out_ln), which commits the previous shift's save ("commit" fields).
 #include "common.glsl"
+#include "q8.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(push_constant) uniform PC {
@@ -25,8 +26,13 @@ layout(push_constant) uniform PC {
   uint commit_row;
   uint meta_seq;
   float eps;
+  uint q8_mask;    // bit i: out_i's int8 form (q8.glsl) too, for a product that reads it
+  uint q8_off;     // act: out_i's int8 form at q8_off + i * q8_stride, [T] rows
+  uint q8_stride;
 }
 pc;
+
+shared float s_out[6 * kMaxWg];  // a slice's outputs, for their int8 form
 
 // Grid (T, slices): every workgroup computes its token's LayerNorm statistics over the whole row
 // (cheap: the row is a few KB, read from cache) and then writes WG channels of the outputs, so
@@ -58,15 +64,38 @@ void main() {
   const float rs = inversesqrt(q.x + pc.eps), rsp = inversesqrt(q.y + pc.eps);
   const uint sb = slot * pc.slot_floats;
   const bool do_commit = pc.commit != 0 && pos + 1 == n;
-  for (uint c = gl_WorkGroupID.y * WG + tid; c < D; c += gl_NumWorkGroups.y * WG) {
-    const float nw = vecs[pc.norm_w + c], nb = vecs[pc.norm_b + c];
-    const float xn = (act[xo + c] - mu) * rs * nw + nb;
-    const float prev = first ? state[sb + pc.state_row + c] : (act[po + c] - mup) * rsp * nw + nb;
-    const float dx = prev - xn;
-    for (uint i = 0; i < pc.n_lerp; ++i) {
-      act[pc.out_off + i * pc.out_stride + t * D + c] = xn + dx * vecs[pc.lerp_off + i * D + c];
+  // Slices of WG channels (D and WG are multiples of 16, so a slice holds whole runs of q8.glsl).
+  for (uint c0 = gl_WorkGroupID.y * WG; c0 < D; c0 += gl_NumWorkGroups.y * WG) {
+    const uint c = c0 + tid;
+    if (c < D) {
+      const float nw = vecs[pc.norm_w + c], nb = vecs[pc.norm_b + c];
+      const float xn = (act[xo + c] - mu) * rs * nw + nb;
+      const float prev =
+          first ? state[sb + pc.state_row + c] : (act[po + c] - mup) * rsp * nw + nb;
+      const float dx = prev - xn;
+      for (uint i = 0; i < pc.n_lerp; ++i) {
+        const float v = xn + dx * vecs[pc.lerp_off + i * D + c];
+        act[pc.out_off + i * pc.out_stride + t * D + c] = v;
+        s_out[i * WG + tid] = v;
+      }
+      act[pc.save_off + t * D + c] = xn;
+      if (do_commit) state[sb + pc.commit_row + c] = act[pc.commit_src + t * D + c];
     }
-    act[pc.save_off + t * D + c] = xn;
-    if (do_commit) state[sb + pc.commit_row + c] = act[pc.commit_src + t * D + c];
+    if (pc.q8_mask != 0u) {
+      barrier();  // the slice's outputs are in s_out
+      // Invocation tid writes quad tid % (WG / 4) of output tid / (WG / 4), and so on.
+      const uint quads = WG / 4u, qr = q8_row_floats(D);
+      for (uint j = tid; j < pc.n_lerp * quads; j += WG) {
+        const uint i = j / quads, e = 4u * (j % quads), r0 = i * WG + (e & ~15u);
+        if ((pc.q8_mask & (1u << i)) == 0u || c0 + e >= D) continue;
+        vec4 run[4];
+        [[unroll]] for (uint k = 0; k < 4; ++k) {
+          run[k] = vec4(s_out[r0 + 4 * k], s_out[r0 + 4 * k + 1], s_out[r0 + 4 * k + 2],
+                        s_out[r0 + 4 * k + 3]);
+        }
+        q8_store_quad(pc.q8_off + i * pc.q8_stride + t * qr, D, c0 + (e & ~15u), run, (e / 4u) & 3u);
+      }
+      barrier();  // before the next slice overwrites s_out
+    }
   }
 }

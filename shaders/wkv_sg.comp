@@ -17,6 +17,7 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
+#include "q8.glsl"
 
 layout(local_size_x_id = 0) in;              // == NS * 4
 layout(constant_id = 1) const uint NS = 64;  // head size
@@ -38,6 +39,7 @@ layout(push_constant) uniform PC {
   uint lora;                    // 1: phase L computes wl, al, vl, g (then *_off above unused)
   uint hw_off, ha_off, hv_off, hg_off;  // act [T][rank]: LoRA down outputs
   uint rank_w, rank_a, rank_v, rank_g;  // multiples of 4
+  uint y_q8;  // act: y's int8 form (q8.glsl) too, for the output product; ~0u: none
 }
 pc;
 
@@ -194,10 +196,26 @@ void main() {
         const uint o = (first + b0 + tt) * D + ch;
         const float yn = (y - mu) * inversesqrt(var + 64e-5) * lnw + lnb;
         const float g = pc.lora != 0 ? s_lg[tt * NS + c] : act[pc.g_off + o];
-        act[pc.y_off + o] = (yn + s_v[tt * NS + c] * s_bonus[tt]) * g;
+        const float yo = (yn + s_v[tt * NS + c] * s_bonus[tt]) * g;
+        act[pc.y_off + o] = yo;
+        s_y[tt * NS + c] = yo;  // for the int8 form (only this invocation reads this element)
       }
     }
     barrier();  // the next block overwrites the shared arrays
+    if (pc.y_q8 != ~0u) {
+      // y's int8 form: runs of 16 channels (NS is a multiple of 16), 4 invocations each.
+      const uint qr = q8_row_floats(D);
+      for (uint i = tid; i < nb * (NS / 4u); i += NS * P) {
+        const uint tt = i / (NS / 4u), e = 4u * (i % (NS / 4u)), r0 = tt * NS + (e & ~15u);
+        vec4 run[4];
+        [[unroll]] for (uint k = 0; k < 4; ++k) {
+          run[k] = vec4(s_y[r0 + 4 * k], s_y[r0 + 4 * k + 1], s_y[r0 + 4 * k + 2],
+                        s_y[r0 + 4 * k + 3]);
+        }
+        q8_store_quad(pc.y_q8 + (first + b0 + tt) * qr, D, h * NS + (e & ~15u), run, (e / 4u) & 3u);
+      }
+      barrier();
+    }
   }
   [[unroll]] for (uint m = 0; m < NS / P; ++m) {
     state[sb + (1 + part + P * m) * D + h * NS + row] = S[m];

@@ -258,6 +258,28 @@ Device::Device() {
       }
     }
 
+    // Integer dot products for the int8-input decode product.
+    VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR idp{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
+    if (!env_is("RWKVD_VK_INT_DOT", "0") &&
+        has_device_extension(phys_, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) {
+      VkPhysicalDeviceFeatures2 q2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+      q2.pNext = &idp;
+      vkGetPhysicalDeviceFeatures2(phys_, &q2);
+      if (idp.shaderIntegerDotProduct) {
+        VkPhysicalDeviceShaderIntegerDotProductPropertiesKHR ip{
+            VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES_KHR};
+        VkPhysicalDeviceProperties2 pp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+        pp.pNext = &ip;
+        vkGetPhysicalDeviceProperties2(phys_, &pp);
+        features_.int_dot = true;
+        features_.int_dot_fast = ip.integerDotProduct4x8BitPackedSignedAccelerated == VK_TRUE;
+        dev_exts.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+        idp.pNext = e12.pNext;
+        e12.pNext = &idp;
+      }
+    }
+
     const float prio = 1.0f;
     VkDeviceQueueCreateInfo qci[2]{{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO},
                                    {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO}};

@@ -23,6 +23,11 @@ struct DeviceFeatures {
   // VK_NV_cooperative_matrix with 16x16x16 fp16 x fp16 -> fp32 subgroup matrices and 32-wide
   // subgroups: the tensor-core prefill product (mc.comp). $RWKVD_VK_COOPMAT=0 turns it off.
   bool coopmat = false;
+  // VK_KHR_shader_integer_dot_product: OpSDot on four packed bytes (mvq.comp's int8 inputs).
+  // int_dot_fast: the driver says the 4x8-bit packed signed form is accelerated (lavapipe
+  // offers the feature but emulates it). $RWKVD_VK_INT_DOT=0 turns it off.
+  bool int_dot = false;
+  bool int_dot_fast = false;
 };
 
 class Device {

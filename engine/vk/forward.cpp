@@ -18,9 +18,10 @@ uint32_t row_bytes(const GgufTensor* t) {
   return static_cast<uint32_t>(*ggml_row_bytes(t->type, static_cast<uint64_t>(t->ne[0])));
 }
 
-MmSlot slot_for(const GgufTensor* t, uint32_t x, uint32_t y, MmMode mode) {
-  return {
-      static_cast<uint32_t>(t->ne[0]), static_cast<uint32_t>(t->ne[1]), x, y, mode, row_bytes(t)};
+// q8: act offset of x's int8 form, for the products that read it (Kernels::reads_q8).
+MmSlot slot_for(const GgufTensor* t, uint32_t x, uint32_t y, MmMode mode, uint32_t q8 = kNoQ8) {
+  const auto K = static_cast<uint32_t>(t->ne[0]);
+  return {K, static_cast<uint32_t>(t->ne[1]), x, y, mode, row_bytes(t), K % 32 == 0 ? q8 : kNoQ8};
 }
 
 }  // namespace
@@ -69,6 +70,10 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
     a_.fh = region(hp_.n_ffn);
     a_.embd = region(D);
     a_.logits = region(hp_.n_vocab);
+    a_.q_lerp = region(6 * q8_row_floats(D));
+    a_.q_y = region(q8_row_floats(D));
+    a_.q_fx = region(q8_row_floats(D));
+    a_.q_fh = region(q8_row_floats(hp_.n_ffn));
     a_.total = at;
   };
   // The activations are one storage buffer: fewer tokens per forward where the device's
@@ -117,14 +122,17 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
   embed_set_ = sets_->make(emb);
 
   std::vector<GgmlType> types;
-  const uint32_t TD = Tc * D;
+  const uint32_t TD = Tc * D, TQ = Tc * q8_row_floats(D);
+  // y's int8 form comes from wkv, which not every kernel variant writes.
+  const uint32_t q_y = kernels_.wkv_writes_q8(hp_.head_size) ? a_.q_y : kNoQ8;
   for (uint32_t l = 0; l < L; ++l) {
     const Rwkv7Layer& ly = model.layers()[l];
     LayerPlan p;
     std::vector<std::pair<const GgufTensor*, MmSlot>> first = {
-        {ly.receptance, slot_for(ly.receptance, a_.lerp + 0 * TD, a_.r, MmMode::kStore)},
-        {ly.key, slot_for(ly.key, a_.lerp + 2 * TD, a_.k, MmMode::kStore)},
-        {ly.value, slot_for(ly.value, a_.lerp + 3 * TD, a_.v, MmMode::kStore)},
+        {ly.receptance,
+         slot_for(ly.receptance, a_.lerp + 0 * TD, a_.r, MmMode::kStore, a_.q_lerp + 0 * TQ)},
+        {ly.key, slot_for(ly.key, a_.lerp + 2 * TD, a_.k, MmMode::kStore, a_.q_lerp + 2 * TQ)},
+        {ly.value, slot_for(ly.value, a_.lerp + 3 * TD, a_.v, MmMode::kStore, a_.q_lerp + 3 * TQ)},
         {ly.w1, slot_for(ly.w1, a_.lerp + 1 * TD, a_.hw, MmMode::kTanh)},
         {ly.a1, slot_for(ly.a1, a_.lerp + 4 * TD, a_.ha, MmMode::kStore)},
         {ly.g1, slot_for(ly.g1, a_.lerp + 5 * TD, a_.hg, MmMode::kSigmoid)}};
@@ -138,11 +146,11 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
     }
     p.first = group("mm r,k,v,lora down", first);
     p.second = group("mm lora up", second);
-    p.out = group("mm output", {{ly.output, slot_for(ly.output, a_.y, a_.x, MmMode::kAdd)}});
-    p.fkey =
-        group("mm ffn key", {{ly.ffn_key, slot_for(ly.ffn_key, a_.fx, a_.fh, MmMode::kReluSq)}});
-    p.fval =
-        group("mm ffn value", {{ly.ffn_value, slot_for(ly.ffn_value, a_.fh, a_.x, MmMode::kAdd)}});
+    p.out = group("mm output", {{ly.output, slot_for(ly.output, a_.y, a_.x, MmMode::kAdd, q_y)}});
+    p.fkey = group("mm ffn key",
+                   {{ly.ffn_key, slot_for(ly.ffn_key, a_.fx, a_.fh, MmMode::kReluSq, a_.q_fx)}});
+    p.fval = group("mm ffn value",
+                   {{ly.ffn_value, slot_for(ly.ffn_value, a_.fh, a_.x, MmMode::kAdd, a_.q_fh)}});
     for (auto* gs : {&p.first, &p.second, &p.out, &p.fkey, &p.fval}) {
       for (const MmGroup& g : *gs) types.push_back(g.type);
     }
@@ -169,6 +177,7 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
     if (gs == &layers_.back().second && fuse_lora_) continue;
     dispatches_per_layer_ += static_cast<uint32_t>(gs->size());
   }
+  if (reads_q8(layers_.back().fval, 1)) ++dispatches_per_layer_;  // fh's int8 form
 }
 
 Forward::~Forward() = default;
@@ -214,6 +223,25 @@ void Forward::record_mm(VkCommandBuffer cb, const std::vector<MmGroup>& groups, 
     kernels_.mm(cb, g.set, g.type, g.slots, T);
     profiler_.stamp(cb, prof, g.label);
   }
+}
+
+bool Forward::reads_q8(const MmGroup& g, uint32_t T) const {
+  return kernels_.reads_q8(g.type, T) &&
+         std::all_of(g.slots.begin(), g.slots.end(), [](auto& s) { return s.q8_off != kNoQ8; });
+}
+
+bool Forward::reads_q8(const std::vector<MmGroup>& groups, uint32_t T) const {
+  return std::any_of(groups.begin(), groups.end(),
+                     [&](const MmGroup& g) { return reads_q8(g, T); });
+}
+
+uint32_t Forward::lerp_q8_mask(const std::vector<MmGroup>& groups, uint32_t T) const {
+  uint32_t mask = 0;
+  for (const MmGroup& g : groups) {
+    if (!reads_q8(g, T)) continue;
+    for (const MmSlot& s : g.slots) mask |= 1u << ((s.x_off - a_.lerp) / (token_cap_ * hp_.n_embd));
+  }
+  return mask;
 }
 
 void Forward::collect_profile(const ForwardShape& shape) {
@@ -315,6 +343,9 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
                l > 0 ? (l - 1) * layer_floats + (N + 1) * row_floats : 0,
                meta_seq(),
                hp_.ln_eps};
+  tm.q8_mask = lerp_q8_mask(p.first, s.T);
+  tm.q8_off = a_.q_lerp;
+  tm.q8_stride = token_cap_ * q8_row_floats(D);
   kernels_.shift(cb, base_set_, tm, s.T);
   profiler_.stamp(cb, prof, "shift att");
   Kernels::compute_barrier(cb);
@@ -358,6 +389,7 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
     wk.rank_v = hp_.rank_v;
     wk.rank_g = hp_.rank_g;
   }
+  if (reads_q8(p.out, s.T)) wk.y_q8 = a_.q_y;
   kernels_.wkv(cb, fuse_lora ? p.second[0].set : base_set_, wk, hp_.n_head, N, s.B);
   profiler_.stamp(cb, prof, "wkv");
   Kernels::compute_barrier(cb);
@@ -379,11 +411,20 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
                lbase,
                meta_seq(),
                hp_.ln_eps};
+  if (reads_q8(p.fkey, s.T)) {
+    cm.q8_mask = 1;
+    cm.q8_off = a_.q_fx;
+  }
   kernels_.shift(cb, base_set_, cm, s.T);
   profiler_.stamp(cb, prof, "shift ffn");
   Kernels::compute_barrier(cb);
   record_mm(cb, p.fkey, s.T, prof);
   Kernels::compute_barrier(cb);
+  if (reads_q8(p.fval, s.T)) {  // the ffn key product's rows cannot make runs of 16 themselves
+    kernels_.quantize_q8(cb, base_set_, hp_.n_ffn, s.T, a_.fh, a_.q_fh);
+    profiler_.stamp(cb, prof, "q8 ffn");
+    Kernels::compute_barrier(cb);
+  }
   record_mm(cb, p.fval, s.T, prof);
 }
 

@@ -30,10 +30,11 @@ struct ForwardShape {
   auto operator<=>(const ForwardShape&) const = default;
 };
 
-// Float offsets of the activation regions (each [T_cap][width]).
+// Float offsets of the activation regions (each [T_cap][width]). The q_ regions hold the int8
+// form (shaders/q8.glsl) of the inputs of K-quant decode products: lerps (6, as lerp), y, fx, fh.
 struct ActLayout {
   uint32_t x, lerp, save_a, save_f, r, k, v, hw, ha, hv, hg, wl, al, vl, g, vf, y, fx, fh, embd,
-      logits;
+      logits, q_lerp, q_y, q_fx, q_fh;
   uint32_t total;
 };
 
@@ -85,6 +86,11 @@ class Forward {
                              const std::vector<std::pair<const GgufTensor*, MmSlot>>& mats);
   void record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s, uint32_t prof);
   void record_mm(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T, uint32_t prof);
+  // Whether some product of `groups` reads its inputs' int8 form at T tokens (so their producer
+  // must write it), and which of the lerps (bit i: lerp i) those are for the first group.
+  bool reads_q8(const MmGroup& group, uint32_t T) const;
+  bool reads_q8(const std::vector<MmGroup>& groups, uint32_t T) const;
+  uint32_t lerp_q8_mask(const std::vector<MmGroup>& groups, uint32_t T) const;
 
   Device& dev_;
   WeightStore& w_;

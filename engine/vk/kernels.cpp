@@ -15,6 +15,7 @@ constexpr uint32_t kTokenTile = 8;                    // mm.comp TT: tokens per 
 constexpr uint32_t kTileRows = 64, kTileTokens = 64;  // mt.comp and mc.comp BM, BN
 constexpr uint32_t kCoopmatK = 64;                    // mc.comp BK: K must be a multiple
 constexpr uint32_t kWkvBlock = 8;  // wkv_sg.comp TB: tokens per block (a multiple of 4)
+constexpr uint32_t kQ8Wg = 64;     // q8.comp workgroup
 
 struct MmPush {
   uint32_t K[4], N[4], x_off[4], y_off[4], mode[4], row_bytes[4];
@@ -55,6 +56,15 @@ uint32_t mv_shared_bytes(const Device& dev, uint32_t tt) {
 bool is_float_type(GgmlType t) {
   return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16;
 }
+
+// The weight types mvq.comp reads (the K-quants whose pieces are 16-byte aligned nibbles).
+bool has_int8_product(GgmlType t) {
+  return t == GgmlType::Q4_K || t == GgmlType::Q5_K;
+}
+
+struct Q8Push {
+  uint32_t K, T, x_off, q_off;
+};
 
 }  // namespace
 
@@ -122,10 +132,12 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size) {
       // The token tiles mv_tokens() can pick, no more: each pipeline costs start-up time.
       for (uint32_t tt = 1; tt <= mv_tokens(mv_max_t_, mv_tt_max_); tt *= 2) {
         keys.push_back(mv_key(t, tt));
+        if (reads_q8(t, tt)) keys.push_back(mvq_key(t, tt));
       }
     }
     keys.push_back({"embed_" + ts, {row_wg_}});
   }
+  if (dev_.features().int_dot) keys.push_back({"q8", {kQ8Wg}});
   keys.push_back({subgroup_variant("shift"), {row_wg_}});
   keys.push_back({subgroup_variant("out_ln"), {row_wg_}});
   if (wkv_sg(head_size)) {
@@ -155,6 +167,23 @@ Pipelines::Key Kernels::mv_key(GgmlType type, uint32_t tt) const {
   return {"mv_" + weight_type_suffix(type), {mv_wg(tt), tt, mv_rows(tt), mv_chunk(dev_)}};
 }
 
+// mvq.comp stages nothing, so its workgroup is the one-token size for any number of tokens.
+Pipelines::Key Kernels::mvq_key(GgmlType type, uint32_t tt) const {
+  return {"mvq_" + weight_type_suffix(type), {mv_wg_one_, tt, mv_rows(tt)}};
+}
+
+bool Kernels::reads_q8(GgmlType type, uint32_t T) const {
+  return dev_.features().int_dot && mv_max_t_ > 0 && T <= mv_max_t_ && has_int8_product(type);
+}
+
+void Kernels::quantize_q8(VkCommandBuffer cb, VkDescriptorSet set, uint32_t K, uint32_t T,
+                          uint32_t x_off, uint32_t q_off) {
+  if (K % 32 != 0 || T == 0) throw EngineError("vk quantize_q8: K % 32 == 0 and T > 0 required");
+  const Q8Push pc{K, T, x_off, q_off};
+  bind(cb, set, pipes_.get("q8", {kQ8Wg}), &pc, sizeof(pc));
+  vkCmdDispatch(cb, ceil_div(K / 4, kQ8Wg), T, 1);
+}
+
 bool Kernels::uses_coopmat(GgmlType type, uint32_t K, uint32_t T) const {
   return coopmat_ && !is_float_type(type) && K % kCoopmatK == 0 && T > mv_max_t_ && T >= mt_min_t_;
 }
@@ -172,6 +201,9 @@ std::vector<std::string> Kernels::choices(uint32_t head_size) const {
   }
   if (mv_max_t_ > 0) out.push_back("decode_matvec");
   if (coopmat_) out.push_back("tensor_cores");
+  if (dev_.features().int_dot && mv_max_t_ > 0) {
+    out.push_back(dev_.features().int_dot_fast ? "int8_decode" : "int8_decode_emulated");
+  }
   out.push_back(wkv_sg(head_size) ? "wkv_subgroup" : "wkv_portable");
   return out;
 }
@@ -216,9 +248,15 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
   }
   if (k32 && T <= mv_max_t_) {
     const uint32_t tt = mv_tokens(T, mv_tt_max_);
-    const Pipelines::Key key = mv_key(type, tt);
+    const bool q8 =
+        reads_q8(type, T) &&
+        std::all_of(slots.begin(), slots.end(), [](const MmSlot& s) { return s.q8_off != kNoQ8; });
+    if (q8) {
+      for (size_t i = 0; i < slots.size(); ++i) pc.x_off[i] = slots[i].q8_off;
+    }
+    const Pipelines::Key key = q8 ? mvq_key(type, tt) : mv_key(type, tt);
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
-    const uint32_t rows = mv_wg(tt) / dev_.features().subgroup_size * mv_rows(tt);
+    const uint32_t rows = key.second[0] / dev_.features().subgroup_size * mv_rows(tt);
     const uint32_t gx = std::min(
         {ceil_div(max_n, rows), dev_.props().limits.maxComputeWorkGroupCount[0], max_row_groups_});
     vkCmdDispatch(cb, gx, ceil_div(T, tt), static_cast<uint32_t>(slots.size()));
@@ -258,6 +296,10 @@ void Kernels::embed(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type, cons
 }
 
 void Kernels::shift(VkCommandBuffer cb, VkDescriptorSet set, const ShiftArgs& a, uint32_t T) {
+  if (a.n_lerp > 6) throw EngineError("vk shift: at most 6 outputs");
+  if (a.q8_mask != 0 && (a.D % 16 != 0 || row_wg_ % 16 != 0)) {
+    throw EngineError("vk shift: the int8 form needs D and the workgroup in runs of 16");
+  }
   bind(cb, set, pipes_.get(subgroup_variant("shift"), {row_wg_}), &a, sizeof(a));
   vkCmdDispatch(cb, T, row_slices_ ? ceil_div(a.D, row_wg_) : 1, 1);
 }
@@ -270,12 +312,19 @@ void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& a, uin
   if (a.lora != 0 && !wkv_fuses_lora(head_size)) {
     throw EngineError("vk wkv: the LoRA up products need the subgroup kernel");
   }
+  if (a.y_q8 != kNoQ8 && !wkv_writes_q8(head_size)) {
+    throw EngineError("vk wkv: this kernel cannot write the int8 form of y");
+  }
   if (wkv_sg(head_size)) {
     bind(cb, set, pipes_.get("wkv_sg", {4 * head_size, head_size, kWkvBlock}), &a, sizeof(a));
   } else {
     bind(cb, set, pipes_.get("wkv", {head_size, head_size}), &a, sizeof(a));
   }
   vkCmdDispatch(cb, n_head, n_seq, 1);
+}
+
+bool Kernels::wkv_writes_q8(uint32_t head_size) const {
+  return wkv_sg(head_size) && head_size % 16 == 0;
 }
 
 void Kernels::out_ln(VkCommandBuffer cb, VkDescriptorSet set, const OutLnArgs& a) {

@@ -16,18 +16,32 @@ namespace rwkvd::engine::vk {
 
 enum class MmMode : uint32_t { kStore = 0, kAdd = 1, kTanh = 2, kSigmoid = 3, kReluSq = 4 };
 
+// MmSlot::q8_off when the input has no int8 form.
+constexpr uint32_t kNoQ8 = UINT32_MAX;
+
 // One matrix of a grouped product; its weight is array element i of the set's weight binding.
 struct MmSlot {
   uint32_t K = 0, N = 0;          // ne[0] (inputs), ne[1] (outputs)
   uint32_t x_off = 0, y_off = 0;  // act float offsets of x [T][K] and y [T][N]
   MmMode mode = MmMode::kStore;
   uint32_t row_bytes = 0;
+  // act float offset of x's int8 form (shaders/q8.glsl: T rows of q8_row_floats(K)), where the
+  // producer wrote one; mm() reads it instead of x where reads_q8() says so.
+  uint32_t q8_off = kNoQ8;
 };
+
+// Floats of one row of K inputs in int8 form (shaders/q8.glsl).
+constexpr uint32_t q8_row_floats(uint32_t K) {
+  return K / 4 + K / 8;
+}
 
 struct ShiftArgs {
   uint32_t D, n_lerp, x_off, out_off, out_stride, save_off, norm_w, norm_b, lerp_off, state_row,
       slot_floats, commit, commit_src, commit_row, meta_seq;
   float eps;
+  // Bit i: output i's int8 form too (shaders/q8.glsl), T rows at q8_off + i * q8_stride; for
+  // products that reads_q8(). Needs D and the workgroup to be multiples of 16.
+  uint32_t q8_mask = 0, q8_off = 0, q8_stride = 0;
 };
 
 struct WkvArgs {
@@ -38,6 +52,8 @@ struct WkvArgs {
   // from the down outputs at hw_off.. itself; see Kernels::wkv_fuses_lora.
   uint32_t lora = 0, hw_off = 0, ha_off = 0, hv_off = 0, hg_off = 0;
   uint32_t rank_w = 0, rank_a = 0, rank_v = 0, rank_g = 0;
+  // y's int8 form (shaders/q8.glsl) too, T rows at this act offset; see wkv_writes_q8().
+  uint32_t y_q8 = kNoQ8;
 };
 
 struct EmbedArgs {
@@ -61,6 +77,13 @@ class Kernels {
   // y = W x for 1..4 weights of `type`, T tokens.
   void mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type, std::span<const MmSlot> slots,
           uint32_t T);
+  // Whether mm() reads the int8 form of T tokens' inputs to products of `type` (when every slot
+  // has one): decode products of Q4_K/Q5_K weights where the device has integer dot products
+  // (mvq.comp). Producers write the form only then.
+  bool reads_q8(GgmlType type, uint32_t T) const;
+  // The int8 form of x [T][K] at act offset x_off, to q_off (shaders/q8.comp); K % 32 == 0.
+  void quantize_q8(VkCommandBuffer cb, VkDescriptorSet set, uint32_t K, uint32_t T, uint32_t x_off,
+                   uint32_t q_off);
   void embed(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type, const EmbedArgs& a,
              uint32_t T);
   void shift(VkCommandBuffer cb, VkDescriptorSet set, const ShiftArgs& a, uint32_t T);
@@ -70,6 +93,9 @@ class Kernels {
   // no, for comparisons).
   bool wkv_fuses_lora(uint32_t head_size) const;
   void out_ln(VkCommandBuffer cb, VkDescriptorSet set, const OutLnArgs& a);
+  // Whether wkv() can write y's int8 form (WkvArgs::y_q8): the subgroup kernel, head sizes of
+  // whole 16-element runs.
+  bool wkv_writes_q8(uint32_t head_size) const;
 
   // Makes every earlier shader/transfer write visible to every later shader/transfer access.
   static void barrier(VkCommandBuffer cb);
@@ -92,7 +118,8 @@ class Kernels {
   bool wkv_sg(uint32_t head_size) const;
   uint32_t mv_rows(uint32_t tokens) const;
   uint32_t mv_wg(uint32_t tokens) const;
-  Pipelines::Key mv_key(GgmlType type, uint32_t tokens) const;  // mv.comp's pipeline for a type
+  Pipelines::Key mv_key(GgmlType type, uint32_t tokens) const;   // mv.comp's pipeline for a type
+  Pipelines::Key mvq_key(GgmlType type, uint32_t tokens) const;  // mvq.comp's
   // The shader's _sg variant (subgroup reductions) where the device has subgroup arithmetic.
   std::string subgroup_variant(const std::string& shader) const;
   void bind(VkCommandBuffer cb, VkDescriptorSet set, VkPipeline p, const void* pc, uint32_t size);

@@ -2,6 +2,7 @@
 // engine/quant's dequantize(): random blocks (scales kept finite), 4 weights in one dispatch
 // with every epilogue, a token count that leaves a partial token tile, with and without the
 // subgroup variant. Types dequantize() cannot read yet are skipped with a message.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -218,6 +219,125 @@ INSTANTIATE_TEST_SUITE_P(EveryType, VkMatmul,
                                            GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1,
                                            GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q4_K,
                                            GgmlType::Q5_K, GgmlType::Q6_K),
+                         [](const auto& p) {
+                           return std::string(engine::ggml_traits(p.param).name);
+                         });
+
+// The same blocks with every quantised bit cleared: each element's value at q = 0, the min term
+// of its K-quant sub-block (Q4_K: nibbles; Q5_K: fifth bits and nibbles).
+std::vector<std::byte> zero_quants(GgmlType t, std::vector<std::byte> w) {
+  const size_t block = engine::ggml_traits(t).block_bytes, from = 16;  // after d, dmin, scales
+  for (size_t b = 0; b < w.size(); b += block) {
+    std::memset(&w[b + from], 0, block - from);
+  }
+  return w;
+}
+
+// Decode products of K-quants that read the inputs' int8 form (shaders/q8.comp, mvq.comp), on
+// devices with integer dot products. First the form itself: every q within half a step of x,
+// |q| <= 127 with one run element at 127, the run's exact sum beside it. Then the product
+// against a reference built from that same form: with w0 the weights' value at q = 0 (min
+// term), the kernel computes sum (w - w0) * d * q + w0 * x, which is exact up to float
+// summation; so the tolerance is the float one of the plain product.
+class VkMatmulQ8 : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(VkMatmulQ8, MatchesReferenceOfItsInt8Inputs) {
+  const GgmlType type = GetParam();
+  VkRig rig;
+  const uint64_t errors = Device::validation_errors();
+  if (!rig.kernels->reads_q8(type, 1)) {
+    GTEST_SKIP() << "the device has no integer dot products (or no subgroups)";
+  }
+  const uint32_t Ns[2] = {24, 7};
+  for (const auto& [T, K] : {std::pair{1u, 512u}, {3u, 1280u}, {11u, 512u}, {16u, 256u}}) {
+    SCOPED_TRACE("T = " + std::to_string(T) + ", K = " + std::to_string(K));
+    ASSERT_TRUE(rig.kernels->reads_q8(type, T));
+    std::vector<float> wf[2], w0[2];
+    for (int s = 0; s < 2; ++s) {
+      const std::vector<std::byte> w = random_weights(type, K, Ns[s], 30 + s);
+      wf[s].resize(size_t{K} * Ns[s]);
+      w0[s].resize(wf[s].size());
+      engine::dequantize(type, w.data(), wf[s].data(), static_cast<int64_t>(wf[s].size()));
+      const std::vector<std::byte> z = zero_quants(type, w);
+      engine::dequantize(type, z.data(), w0[s].data(), static_cast<int64_t>(w0[s].size()));
+      rig.make(rig.weights[s], w.size() / 4 + 4);
+      std::memcpy(rig.weights[s].mapped(), w.data(), w.size());
+    }
+    // Inputs of mixed ranges per run (a run of zeros included), as activations are.
+    std::vector<float> x = random_floats(size_t{T} * K, 8);
+    for (size_t i = 0; i < x.size(); ++i) x[i] *= (i / 16) % 3 == 0 ? 20.0f : 0.5f;
+    std::fill(x.begin() + 32, x.begin() + 48, 0.0f);
+    const uint32_t q_off = T * K, qr = engine::vk::q8_row_floats(K);
+    const uint32_t y_off[2] = {q_off + T * qr, q_off + T * qr + T * Ns[0]};
+    rig.make(rig.vecs, 4);
+    rig.make(rig.meta, 4);
+    rig.make(rig.state, 4);
+    rig.make(rig.act, y_off[1] + T * Ns[1]);
+    std::memcpy(rig.act.mapped(), x.data(), x.size() * 4);
+    const VkDescriptorSet set = rig.set();
+    MmSlot slots[2];
+    for (int s = 0; s < 2; ++s) {
+      slots[s] = {K,
+                  Ns[s],
+                  0,
+                  y_off[s],
+                  s == 0 ? MmMode::kStore : MmMode::kTanh,
+                  static_cast<uint32_t>(*engine::ggml_row_bytes(type, K)),
+                  q_off};
+    }
+    rig.run([&](VkCommandBuffer cb) {
+      rig.kernels->quantize_q8(cb, set, K, T, 0, q_off);
+      engine::vk::Kernels::compute_barrier(cb);
+      rig.kernels->mm(cb, set, type, slots, T);
+    });
+    // The int8 form, and x as it represents it.
+    std::vector<float> xq(x.size());
+    for (uint32_t t = 0; t < T; ++t) {
+      const auto* row = rig.ptr<std::byte>(rig.act) + size_t{q_off + t * qr} * 4;
+      const auto* ds = rig.ptr<float>(rig.act) + q_off + t * qr + K / 4;
+      for (uint32_t run = 0; run < K / 16; ++run) {
+        const float d = ds[2 * run], sum = ds[2 * run + 1];
+        float amax = 0, want_sum = 0;
+        int qmax = 0;
+        for (uint32_t i = 16 * run; i < 16 * run + 16; ++i) {
+          const float xi = x[t * K + i];
+          amax = std::max(amax, std::abs(xi));
+          want_sum += xi;
+          const int q = static_cast<int>(static_cast<int8_t>(row[i]));
+          qmax = std::max(qmax, std::abs(q));
+          xq[t * K + i] = d * static_cast<float>(q);
+          ASSERT_LE(std::abs(xi - xq[t * K + i]), 0.5f * d * (1 + 1e-5f) + 1e-30f)
+              << "t " << t << " element " << i << " q " << q << " d " << d;
+        }
+        ASSERT_NEAR(d, amax / 127, 1e-6 * amax) << "run " << run;
+        ASSERT_EQ(qmax, amax > 0 ? 127 : 0) << "run " << run;
+        ASSERT_NEAR(sum, want_sum, 1e-5 * 16 * amax + 1e-30) << "run " << run;
+      }
+    }
+    for (int s = 0; s < 2; ++s) {
+      for (uint32_t t = 0; t < T; ++t) {
+        for (uint32_t o = 0; o < Ns[s]; ++o) {
+          double y = 0, mag = 0;
+          for (uint32_t i = 0; i < K; ++i) {
+            const size_t wi = size_t{o} * K + i, xi = size_t{t} * K + i;
+            const double term =
+                (double{wf[s][wi]} - w0[s][wi]) * xq[xi] + double{w0[s][wi]} * x[xi];
+            y += term;
+            mag += std::abs(double{wf[s][wi]} - w0[s][wi]) * std::abs(xq[xi]) +
+                   std::abs(double{w0[s][wi]} * x[xi]);
+          }
+          const double tol = 2e-6 * mag + 1e-6;
+          const float want = apply(slots[s].mode, static_cast<float>(y), 0);
+          ASSERT_NEAR(rig.ptr<float>(rig.act)[y_off[s] + t * Ns[s] + o], want, tol)
+              << "slot " << s << " t " << t << " o " << o;
+        }
+      }
+    }
+  }
+  RWKVD_EXPECT_NO_VALIDATION_ERRORS(errors);
+}
+
+INSTANTIATE_TEST_SUITE_P(KQuants, VkMatmulQ8, ::testing::Values(GgmlType::Q4_K, GgmlType::Q5_K),
                          [](const auto& p) {
                            return std::string(engine::ggml_traits(p.param).name);
                          });

@@ -1,0 +1,45 @@
+// The int8 ("q8") form of an activation row, which the K-quant decode product (mvq.comp) reads
+// instead of floats: 4x fewer bytes per input and four products per instruction (OpSDot).
+// A row of K floats (K a multiple of 32) becomes, at a float offset of the act buffer:
+//   [0, K/4)          K int8 values, four to a word, element e in byte e % 4 of word e / 4;
+//   [K/4, K/4 + K/8)  per run of 16 elements j: (d, s) with x ~= d * q and s the exact float
+//                     sum of the run's x (a K-quant's min term needs sum(x), not sum(q)).
+// q = round(x / d), d = max|x| / 127 over the run: the same per-block int8 scheme as llama.cpp's
+// q8_1 activations, with 16- rather than 32-element blocks (a K-quant sub-block's scale covers 16
+// or 32 weights, so 16 costs nothing extra and halves the rounding of large-range runs).
+#extension GL_EXT_spirv_intrinsics : require
+
+// The act buffer (binding 1) as words and 16-byte words: the int8 part must not pass through
+// float loads or stores, which may flush patterns that look like denormals.
+layout(set = 0, binding = 1) buffer ActU { uint actu[]; };
+layout(set = 0, binding = 1) readonly buffer ActU4 { uvec4 actu4[]; };
+
+// Floats a row's q8 form takes (its rows are this far apart).
+uint q8_row_floats(uint K) { return K / 4u + K / 8u; }
+
+// OpSDot (SPV_KHR_integer_dot_product; Vulkan's shaderIntegerDotProduct): the dot product of two
+// words read as four signed bytes each. glslang 11.13 has no GL_EXT_integer_dot_product, so the
+// instruction is declared through GL_EXT_spirv_intrinsics (capabilities DotProduct and
+// DotProductInput4x8BitPacked; the last operand 0 is PackedVectorFormat4x8Bit).
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018],
+                  id = 4450) int sdot4(uint a, uint b, spirv_literal int fmt);
+
+int dot16(uvec4 a, uvec4 b) {
+  return sdot4(a.x, b.x, 0) + sdot4(a.y, b.y, 0) + sdot4(a.z, b.z, 0) + sdot4(a.w, b.w, 0);
+}
+
+// Writes quad `quad` (elements 4 quad .. 4 quad + 3) of the run of 16 values `run` that starts
+// at element e0 of the q8 row at float offset q_row (of K elements); quad 0 also writes the run's
+// (d, s). The four invocations of a run each call this with the same run.
+void q8_store_quad(uint q_row, uint K, uint e0, vec4 run[4], uint quad) {
+  vec4 m = max(max(abs(run[0]), abs(run[1])), max(abs(run[2]), abs(run[3])));
+  const float amax = max(max(m.x, m.y), max(m.z, m.w));
+  const float d = amax / 127.0, inv = amax > 0.0 ? 127.0 / amax : 0.0;
+  const uvec4 q = uvec4(clamp(ivec4(roundEven(run[quad] * inv)), ivec4(-127), ivec4(127))) & 0xffu;
+  actu[q_row + e0 / 4u + quad] = q.x | (q.y << 8) | (q.z << 16) | (q.w << 24);
+  if (quad == 0u) {
+    const vec4 s4 = run[0] + run[1] + run[2] + run[3];
+    act[q_row + K / 4u + e0 / 8u] = d;
+    act[q_row + K / 4u + e0 / 8u + 1u] = (s4.x + s4.y) + (s4.z + s4.w);
+  }
+}
