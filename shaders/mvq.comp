@@ -20,6 +20,12 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint TT = 1;  // tokens per workgroup, <= 8
 layout(constant_id = 2) const uint R = 2;   // rows per subgroup, <= 4
+layout(constant_id = 3) const uint U = 2;   // pieces a lane loads at once
+// QOUT: also write y's int8 form where pc.yq_off says (the ffn key product, whose output feeds
+// the ffn value product): the workgroup's rows (a multiple of 16, at most 64) make whole runs.
+// It saves a dispatch and a barrier per layer (q8.comp).
+layout(constant_id = 4) const bool QOUT = false;
+shared float s_q[QOUT ? TT * 64u : 1u];  // the workgroup's outputs [token][row]
 
 #include "product.glsl"
 
@@ -32,26 +38,37 @@ void main() {
     const uint o0 = g0 + gl_SubgroupID * R;
     float acc[4 * 8];
     [[unroll]] for (uint i = 0; i < R * TT; ++i) acc[i] = 0.0;
-    for (uint p = lane; p < np; p += gl_SubgroupSize) {
-      // Rows past N load the last row again (valid memory); their sums are never stored.
-      Raw raw[4];
-      [[unroll]] for (uint r = 0; r < R; ++r) {
-        raw[r] = load_piece(s, min(o0 + r, N - 1u) * pc.row_bytes[s], p);
+    // U pieces a lane per step, all loads issued before any sum: the weights stream from
+    // memory, and a long row (K = 10240: ten pieces a lane) would otherwise wait out ten memory
+    // latencies in a row.
+    for (uint p0 = lane; p0 < np; p0 += U * gl_SubgroupSize) {
+      // Rows past N load the last row again, pieces past the row its last piece (valid memory);
+      // their sums are never stored or are skipped.
+      Raw raw[U][4];
+      [[unroll]] for (uint u = 0; u < U; ++u) {
+        const uint p = min(p0 + u * gl_SubgroupSize, np - 1u);
+        [[unroll]] for (uint r = 0; r < R; ++r) {
+          raw[u][r] = load_piece(s, min(o0 + r, N - 1u) * pc.row_bytes[s], p);
+        }
       }
-      uvec4 lo[4], hi[4];
-      vec4 aff[4];
-      [[unroll]] for (uint r = 0; r < R; ++r) piece_bytes(raw[r], p, lo[r], hi[r], aff[r]);
-      const uint ea = run_a(p), eb = run_b(p);
-      [[unroll]] for (uint t = 0; t < TT; ++t) {
-        if (t < nt) {
-          const uint qo = pc.x_off[s] + (t0 + t) * q_row, so = qo + K / 4u;
-          const uvec4 xa = actu4[(qo + ea / 4u) / 4u], xb = actu4[(qo + eb / 4u) / 4u];
-          const vec2 da = vec2(act[so + ea / 8u], act[so + ea / 8u + 1u]);
-          const vec2 db = vec2(act[so + eb / 8u], act[so + eb / 8u + 1u]);
-          [[unroll]] for (uint r = 0; r < R; ++r) {
-            const float ia = float(dot16(lo[r], xa)), ib = float(dot16(hi[r], xb));
-            acc[r * TT + t] += ia * (aff[r].x * da.x) + da.y * aff[r].y + ib * (aff[r].z * db.x) +
-                               db.y * aff[r].w;
+      [[unroll]] for (uint u = 0; u < U; ++u) {
+        const uint p = p0 + u * gl_SubgroupSize;
+        if (p >= np) break;
+        uvec4 lo[4], hi[4];
+        vec4 aff[4];
+        [[unroll]] for (uint r = 0; r < R; ++r) piece_bytes(raw[u][r], p, lo[r], hi[r], aff[r]);
+        const uint ea = run_a(p), eb = run_b(p);
+        [[unroll]] for (uint t = 0; t < TT; ++t) {
+          if (t < nt) {
+            const uint qo = pc.x_off[s] + (t0 + t) * q_row, so = qo + K / 4u;
+            const uvec4 xa = actu4[(qo + ea / 4u) / 4u], xb = actu4[(qo + eb / 4u) / 4u];
+            const vec2 da = vec2(act[so + ea / 8u], act[so + ea / 8u + 1u]);
+            const vec2 db = vec2(act[so + eb / 8u], act[so + eb / 8u + 1u]);
+            [[unroll]] for (uint r = 0; r < R; ++r) {
+              const float ia = float(dot16(lo[r], xa)), ib = float(dot16(hi[r], xb));
+              acc[r * TT + t] += ia * (aff[r].x * da.x) + da.y * aff[r].y +
+                                 ib * (aff[r].z * db.x) + db.y * aff[r].w;
+            }
           }
         }
       }
@@ -62,8 +79,24 @@ void main() {
       const uint r = i / TT, t = i % TT;
       if (lane == i % gl_SubgroupSize && o0 + r < N && t < nt) {
         const uint yo = pc.y_off[s] + (t0 + t) * N + o0 + r;
-        act[yo] = epilogue(s, yo, acc[i]);
+        const float y = epilogue(s, yo, acc[i]);
+        act[yo] = y;
+        if (QOUT) s_q[t * rows_per_wg + gl_SubgroupID * R + r] = y;
       }
+    }
+    if (QOUT && pc.yq_off[s] != ~0u) {
+      barrier();  // the workgroup's outputs are in s_q
+      const uint quads = rows_per_wg / 4u, qr = q8_row_floats(N);
+      for (uint j = gl_LocalInvocationID.x; j < nt * quads; j += WG) {
+        const uint t = j / quads, e = 4u * (j % quads), r0 = t * rows_per_wg + (e & ~15u);
+        if (g0 + e >= N) continue;  // N is a multiple of 16: whole runs only
+        vec4 run[4];
+        [[unroll]] for (uint k = 0; k < 4; ++k) {
+          run[k] = vec4(s_q[r0 + 4 * k], s_q[r0 + 4 * k + 1], s_q[r0 + 4 * k + 2], s_q[r0 + 4 * k + 3]);
+        }
+        q8_store_quad(pc.yq_off[s] + (t0 + t) * qr, N, g0 + (e & ~15u), run, (e / 4u) & 3u);
+      }
+      barrier();  // before the next rows overwrite s_q
     }
   }
 }

@@ -7,6 +7,7 @@ layout(push_constant) uniform PC {
   uvec4 y_off;      // act offset of y [T][N]
   uvec4 mode;       // 0 store, 1 add (residual), 2 tanh, 3 sigmoid, 4 relu^2
   uvec4 row_bytes;  // bytes per weight row
+  uvec4 yq_off;     // mvq.comp with QOUT: act offset of y's int8 form (q8.glsl), ~0u none
   uint T;
 }
 pc;

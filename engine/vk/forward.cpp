@@ -177,7 +177,9 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
     if (gs == &layers_.back().second && fuse_lora_) continue;
     dispatches_per_layer_ += static_cast<uint32_t>(gs->size());
   }
-  if (reads_q8(layers_.back().fval, 1)) ++dispatches_per_layer_;  // fh's int8 form
+  if (reads_q8(layers_.back().fval, 1) && !fkey_writes_q8(layers_.back(), 1)) {
+    ++dispatches_per_layer_;  // fh's int8 form
+  }
 }
 
 Forward::~Forward() = default;
@@ -233,6 +235,11 @@ bool Forward::reads_q8(const MmGroup& g, uint32_t T) const {
 bool Forward::reads_q8(const std::vector<MmGroup>& groups, uint32_t T) const {
   return std::any_of(groups.begin(), groups.end(),
                      [&](const MmGroup& g) { return reads_q8(g, T); });
+}
+
+bool Forward::fkey_writes_q8(const LayerPlan& p, uint32_t T) const {
+  return reads_q8(p.fval, T) && p.fkey.size() == 1 && reads_q8(p.fkey[0], T) &&
+         kernels_.writes_q8(p.fkey[0].type, hp_.n_ffn, T);
 }
 
 uint32_t Forward::lerp_q8_mask(const std::vector<MmGroup>& groups, uint32_t T) const {
@@ -418,9 +425,17 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
   kernels_.shift(cb, base_set_, cm, s.T);
   profiler_.stamp(cb, prof, "shift ffn");
   Kernels::compute_barrier(cb);
-  record_mm(cb, p.fkey, s.T, prof);
+  // The ffn value product's int8 input: written by the ffn key product where it can, else by a
+  // dispatch of its own.
+  if (fkey_writes_q8(p, s.T)) {
+    std::vector<MmGroup> fkey = p.fkey;
+    fkey[0].slots[0].yq_off = a_.q_fh;
+    record_mm(cb, fkey, s.T, prof);
+  } else {
+    record_mm(cb, p.fkey, s.T, prof);
+  }
   Kernels::compute_barrier(cb);
-  if (reads_q8(p.fval, s.T)) {  // the ffn key product's rows cannot make runs of 16 themselves
+  if (reads_q8(p.fval, s.T) && !fkey_writes_q8(p, s.T)) {
     kernels_.quantize_q8(cb, base_set_, hp_.n_ffn, s.T, a_.fh, a_.q_fh);
     profiler_.stamp(cb, prof, "q8 ffn");
     Kernels::compute_barrier(cb);

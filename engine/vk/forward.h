@@ -91,6 +91,8 @@ class Forward {
   bool reads_q8(const MmGroup& group, uint32_t T) const;
   bool reads_q8(const std::vector<MmGroup>& groups, uint32_t T) const;
   uint32_t lerp_q8_mask(const std::vector<MmGroup>& groups, uint32_t T) const;
+  // Whether the ffn key product writes the int8 form of its output for the ffn value product.
+  bool fkey_writes_q8(const LayerPlan& p, uint32_t T) const;
 
   Device& dev_;
   WeightStore& w_;

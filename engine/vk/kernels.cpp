@@ -18,7 +18,7 @@ constexpr uint32_t kWkvBlock = 8;  // wkv_sg.comp TB: tokens per block (a multip
 constexpr uint32_t kQ8Wg = 64;     // q8.comp workgroup
 
 struct MmPush {
-  uint32_t K[4], N[4], x_off[4], y_off[4], mode[4], row_bytes[4];
+  uint32_t K[4], N[4], x_off[4], y_off[4], mode[4], row_bytes[4], yq_off[4];
   uint32_t T;
 };
 static_assert(sizeof(MmPush) <= kPushConstantBytes);
@@ -107,6 +107,7 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
     mv_wg_one_ = std::max(sg, env_u32("RWKVD_VK_MV_WG", wg_));
     mv_wg_ = std::max(sg, env_u32("RWKVD_VK_MV_WG", cpu ? wg_ : 128u));
     mv_rows_ = std::clamp(env_u32("RWKVD_VK_MV_ROWS", 0), 0u, 4u);
+    mvq_pieces_ = std::clamp(env_u32("RWKVD_VK_MVQ_PIECES", 2), 1u, 8u);
     // At most 4 tokens per workgroup ($RWKVD_VK_MV_TT_MAX: 1, 2, 4 or 8): 8 need so many
     // registers that fewer warps fit (H100, before the staging: 2.9B Q4_K_M gen-8 494 -> 536
     // tok/s at 4), and no more than the staged inputs' shared memory allows.
@@ -133,6 +134,7 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size) {
       for (uint32_t tt = 1; tt <= mv_tokens(mv_max_t_, mv_tt_max_); tt *= 2) {
         keys.push_back(mv_key(t, tt));
         if (reads_q8(t, tt)) keys.push_back(mvq_key(t, tt));
+        if (writes_q8(t, 16, tt)) keys.push_back(mvq_key(t, tt, true));
       }
     }
     keys.push_back({"embed_" + ts, {row_wg_}});
@@ -167,9 +169,20 @@ Pipelines::Key Kernels::mv_key(GgmlType type, uint32_t tt) const {
   return {"mv_" + weight_type_suffix(type), {mv_wg(tt), tt, mv_rows(tt), mv_chunk(dev_)}};
 }
 
-// mvq.comp stages nothing, so its workgroup is the one-token size for any number of tokens.
-Pipelines::Key Kernels::mvq_key(GgmlType type, uint32_t tt) const {
-  return {"mvq_" + weight_type_suffix(type), {mv_wg_one_, tt, mv_rows(tt)}};
+// mvq.comp stages nothing, so its workgroup is the one-token size for any number of tokens;
+// the variant that writes its output's int8 form takes 16 rows a workgroup (whole runs).
+Pipelines::Key Kernels::mvq_key(GgmlType type, uint32_t tt, bool qout) const {
+  return {"mvq_" + weight_type_suffix(type),
+          {qout ? mvq_qout_wg() : mv_wg_one_, tt, mv_rows(tt), mvq_pieces_, qout ? 1u : 0u}};
+}
+
+uint32_t Kernels::mvq_qout_wg() const {
+  return 16 / mv_rows(1) * dev_.features().subgroup_size;
+}
+
+bool Kernels::writes_q8(GgmlType type, uint32_t N, uint32_t T) const {
+  return reads_q8(type, T) && N % 16 == 0 && 16 % mv_rows(T) == 0 &&
+         mvq_qout_wg() <= std::min(dev_.props().limits.maxComputeWorkGroupSize[0], 1024u);
 }
 
 bool Kernels::reads_q8(GgmlType type, uint32_t T) const {
@@ -229,6 +242,7 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
   }
   MmPush pc{};
   uint32_t max_n = 0;
+  bool qout = false;  // some slot wants its output's int8 form too
   for (size_t i = 0; i < slots.size(); ++i) {
     const MmSlot& s = slots[i];
     if (s.K % 8 != 0) throw EngineError("vk mm: K must be a multiple of 8");
@@ -238,7 +252,14 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     pc.y_off[i] = s.y_off;
     pc.mode[i] = static_cast<uint32_t>(s.mode);
     pc.row_bytes[i] = s.row_bytes;
+    pc.yq_off[i] = s.yq_off;
     max_n = std::max(max_n, s.N);
+    if (s.yq_off != kNoQ8) {
+      if (s.q8_off == kNoQ8 || !writes_q8(type, s.N, T)) {
+        throw EngineError("vk mm: this product cannot write its output's int8 form");
+      }
+      qout = true;
+    }
   }
   pc.T = T;
   bool k32 = true, coopmat = true;
@@ -254,7 +275,7 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     if (q8) {
       for (size_t i = 0; i < slots.size(); ++i) pc.x_off[i] = slots[i].q8_off;
     }
-    const Pipelines::Key key = q8 ? mvq_key(type, tt) : mv_key(type, tt);
+    const Pipelines::Key key = q8 ? mvq_key(type, tt, qout) : mv_key(type, tt);
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
     const uint32_t rows = key.second[0] / dev_.features().subgroup_size * mv_rows(tt);
     const uint32_t gx = std::min(

@@ -28,6 +28,8 @@ struct MmSlot {
   // act float offset of x's int8 form (shaders/q8.glsl: T rows of q8_row_floats(K)), where the
   // producer wrote one; mm() reads it instead of x where reads_q8() says so.
   uint32_t q8_off = kNoQ8;
+  // act float offset where mm() also writes y's int8 form (needs writes_q8()).
+  uint32_t yq_off = kNoQ8;
 };
 
 // Floats of one row of K inputs in int8 form (shaders/q8.glsl).
@@ -81,6 +83,9 @@ class Kernels {
   // has one): decode products of Q4_K/Q5_K weights where the device has integer dot products
   // (mvq.comp). Producers write the form only then.
   bool reads_q8(GgmlType type, uint32_t T) const;
+  // Whether mm() can also write the int8 form of its output (MmSlot::yq_off) for a product of
+  // `type` with N outputs at T tokens, reading int8 inputs: saves the consumer a quantize_q8().
+  bool writes_q8(GgmlType type, uint32_t N, uint32_t T) const;
   // The int8 form of x [T][K] at act offset x_off, to q_off (shaders/q8.comp); K % 32 == 0.
   void quantize_q8(VkCommandBuffer cb, VkDescriptorSet set, uint32_t K, uint32_t T, uint32_t x_off,
                    uint32_t q_off);
@@ -118,8 +123,10 @@ class Kernels {
   bool wkv_sg(uint32_t head_size) const;
   uint32_t mv_rows(uint32_t tokens) const;
   uint32_t mv_wg(uint32_t tokens) const;
-  Pipelines::Key mv_key(GgmlType type, uint32_t tokens) const;   // mv.comp's pipeline for a type
-  Pipelines::Key mvq_key(GgmlType type, uint32_t tokens) const;  // mvq.comp's
+  Pipelines::Key mv_key(GgmlType type, uint32_t tokens) const;  // mv.comp's pipeline for a type
+  // mvq.comp's; qout: the variant that also writes its output's int8 form (workgroups of 16 rows).
+  Pipelines::Key mvq_key(GgmlType type, uint32_t tokens, bool qout = false) const;
+  uint32_t mvq_qout_wg() const;
   // The shader's _sg variant (subgroup reductions) where the device has subgroup arithmetic.
   std::string subgroup_variant(const std::string& shader) const;
   void bind(VkCommandBuffer cb, VkDescriptorSet set, VkPipeline p, const void* pc, uint32_t size);
@@ -137,6 +144,8 @@ class Kernels {
   uint32_t mv_max_t_ = 0, mv_rows_ = 0;    // rows 0: mv_rows() decides
   uint32_t mv_wg_one_ = 64, mv_wg_ = 128;  // workgroup size for one token / several (mv_wg())
   uint32_t mv_tt_max_ = 4;
+  // mvq.comp's pieces in flight per lane ($RWKVD_VK_MVQ_PIECES).
+  uint32_t mvq_pieces_ = 2;
   // The tiled product (mt.comp) for T > mv_max_t_ and T >= mt_min_t_ ($RWKVD_VK_MT_MIN_T).
   uint32_t mt_min_t_ = 9;
   bool coopmat_ = false;  // the device has mc.comp's matrices (DeviceFeatures::coopmat)

@@ -233,9 +233,39 @@ std::vector<std::byte> zero_quants(GgmlType t, std::vector<std::byte> w) {
   return w;
 }
 
+// Checks the int8 form (shaders/q8.glsl) of x [T][K] written at float offset q_off of act:
+// every q within half a step of x, one element of each non-zero run at |q| = 127, the run's
+// exact sum beside it. xq gets x as the form represents it (d * q).
+void check_q8_form(const std::byte* act, uint32_t q_off, const float* x, float* xq, uint32_t T,
+                   uint32_t K) {
+  const uint32_t qr = engine::vk::q8_row_floats(K);
+  for (uint32_t t = 0; t < T; ++t) {
+    const std::byte* row = act + size_t{q_off + t * qr} * 4;
+    const auto* ds = reinterpret_cast<const float*>(act) + q_off + t * qr + K / 4;
+    for (uint32_t run = 0; run < K / 16; ++run) {
+      const float d = ds[2 * run], sum = ds[2 * run + 1];
+      float amax = 0, want_sum = 0;
+      int qmax = 0;
+      for (uint32_t i = 16 * run; i < 16 * run + 16; ++i) {
+        const float xi = x[t * K + i];
+        amax = std::max(amax, std::abs(xi));
+        want_sum += xi;
+        const int q = static_cast<int>(static_cast<int8_t>(row[i]));
+        qmax = std::max(qmax, std::abs(q));
+        xq[t * K + i] = d * static_cast<float>(q);
+        ASSERT_LE(std::abs(xi - xq[t * K + i]), 0.5f * d * (1 + 1e-5f) + 1e-30f)
+            << "t " << t << " element " << i << " q " << q << " d " << d;
+      }
+      ASSERT_NEAR(d, amax / 127, 1e-6 * amax) << "t " << t << " run " << run;
+      ASSERT_EQ(qmax, amax > 0 ? 127 : 0) << "t " << t << " run " << run;
+      ASSERT_NEAR(sum, want_sum, 1e-5 * 16 * amax + 1e-30) << "t " << t << " run " << run;
+    }
+  }
+}
+
 // Decode products of K-quants that read the inputs' int8 form (shaders/q8.comp, mvq.comp), on
-// devices with integer dot products. First the form itself: every q within half a step of x,
-// |q| <= 127 with one run element at 127, the run's exact sum beside it. Then the product
+// devices with integer dot products. First the form itself (check_q8_form), of the inputs
+// (q8.comp) and of slot 0's outputs (written by the product itself). Then the product
 // against a reference built from that same form: with w0 the weights' value at q = 0 (min
 // term), the kernel computes sum (w - w0) * d * q + w0 * x, which is exact up to float
 // summation; so the tolerance is the float one of the plain product.
@@ -248,7 +278,7 @@ TEST_P(VkMatmulQ8, MatchesReferenceOfItsInt8Inputs) {
   if (!rig.kernels->reads_q8(type, 1)) {
     GTEST_SKIP() << "the device has no integer dot products (or no subgroups)";
   }
-  const uint32_t Ns[2] = {24, 7};
+  const uint32_t Ns[2] = {48, 7};  // slot 0 also writes its output's int8 form (N % 16 == 0)
   for (const auto& [T, K] : {std::pair{1u, 512u}, {3u, 1280u}, {11u, 512u}, {16u, 256u}}) {
     SCOPED_TRACE("T = " + std::to_string(T) + ", K = " + std::to_string(K));
     ASSERT_TRUE(rig.kernels->reads_q8(type, T));
@@ -269,10 +299,11 @@ TEST_P(VkMatmulQ8, MatchesReferenceOfItsInt8Inputs) {
     std::fill(x.begin() + 32, x.begin() + 48, 0.0f);
     const uint32_t q_off = T * K, qr = engine::vk::q8_row_floats(K);
     const uint32_t y_off[2] = {q_off + T * qr, q_off + T * qr + T * Ns[0]};
+    const uint32_t yq_off = (y_off[1] + T * Ns[1] + 3) / 4 * 4;  // readers load 16 bytes
     rig.make(rig.vecs, 4);
     rig.make(rig.meta, 4);
     rig.make(rig.state, 4);
-    rig.make(rig.act, y_off[1] + T * Ns[1]);
+    rig.make(rig.act, yq_off + T * engine::vk::q8_row_floats(Ns[0]));
     std::memcpy(rig.act.mapped(), x.data(), x.size() * 4);
     const VkDescriptorSet set = rig.set();
     MmSlot slots[2];
@@ -285,34 +316,23 @@ TEST_P(VkMatmulQ8, MatchesReferenceOfItsInt8Inputs) {
                   static_cast<uint32_t>(*engine::ggml_row_bytes(type, K)),
                   q_off};
     }
+    ASSERT_TRUE(rig.kernels->writes_q8(type, Ns[0], T));
+    slots[0].yq_off = yq_off;
     rig.run([&](VkCommandBuffer cb) {
       rig.kernels->quantize_q8(cb, set, K, T, 0, q_off);
       engine::vk::Kernels::compute_barrier(cb);
       rig.kernels->mm(cb, set, type, slots, T);
     });
-    // The int8 form, and x as it represents it.
+    // The int8 form of the inputs, x as it represents it, and of slot 0's outputs.
     std::vector<float> xq(x.size());
-    for (uint32_t t = 0; t < T; ++t) {
-      const auto* row = rig.ptr<std::byte>(rig.act) + size_t{q_off + t * qr} * 4;
-      const auto* ds = rig.ptr<float>(rig.act) + q_off + t * qr + K / 4;
-      for (uint32_t run = 0; run < K / 16; ++run) {
-        const float d = ds[2 * run], sum = ds[2 * run + 1];
-        float amax = 0, want_sum = 0;
-        int qmax = 0;
-        for (uint32_t i = 16 * run; i < 16 * run + 16; ++i) {
-          const float xi = x[t * K + i];
-          amax = std::max(amax, std::abs(xi));
-          want_sum += xi;
-          const int q = static_cast<int>(static_cast<int8_t>(row[i]));
-          qmax = std::max(qmax, std::abs(q));
-          xq[t * K + i] = d * static_cast<float>(q);
-          ASSERT_LE(std::abs(xi - xq[t * K + i]), 0.5f * d * (1 + 1e-5f) + 1e-30f)
-              << "t " << t << " element " << i << " q " << q << " d " << d;
-        }
-        ASSERT_NEAR(d, amax / 127, 1e-6 * amax) << "run " << run;
-        ASSERT_EQ(qmax, amax > 0 ? 127 : 0) << "run " << run;
-        ASSERT_NEAR(sum, want_sum, 1e-5 * 16 * amax + 1e-30) << "run " << run;
-      }
+    check_q8_form(rig.ptr<std::byte>(rig.act), q_off, x.data(), xq.data(), T, K);
+    if (HasFatalFailure()) return;
+    {
+      SCOPED_TRACE("slot 0's output");
+      std::vector<float> yq(size_t{T} * Ns[0]);
+      check_q8_form(rig.ptr<std::byte>(rig.act), yq_off, rig.ptr<float>(rig.act) + y_off[0],
+                    yq.data(), T, Ns[0]);
+      if (HasFatalFailure()) return;
     }
     for (int s = 0; s < 2; ++s) {
       for (uint32_t t = 0; t < T; ++t) {
