@@ -251,13 +251,15 @@ uint32_t Forward::lerp_q8_mask(const std::vector<MmGroup>& groups, uint32_t T) c
   return mask;
 }
 
-void Forward::collect_profile(const ForwardShape& shape) {
+void Forward::collect_profile(const ForwardShape& shape, bool whole) {
   if (!profiler_.enabled()) return;
-  if (auto it = recorded_.find(shape); it != recorded_.end()) profiler_.collect(it->second.profile);
+  if (auto it = recorded_.find({shape, whole}); it != recorded_.end()) {
+    profiler_.collect(it->second.profile);
+  }
 }
 
-const std::vector<VkCommandBuffer>& Forward::commands(const ForwardShape& shape) {
-  if (auto it = recorded_.find(shape); it != recorded_.end()) return it->second.cbs;
+const std::vector<VkCommandBuffer>& Forward::commands(const ForwardShape& shape, bool whole) {
+  if (auto it = recorded_.find({shape, whole}); it != recorded_.end()) return it->second.cbs;
   if (recorded_.size() >= 64) {  // bound the cache; shapes repeat in steady decode
     for (auto& [s, r] : recorded_) {
       vkFreeCommandBuffers(dev_.device(), cmds_.pool(), static_cast<uint32_t>(r.cbs.size()),
@@ -266,18 +268,22 @@ const std::vector<VkCommandBuffer>& Forward::commands(const ForwardShape& shape)
     }
     recorded_.clear();
   }
+  const uint32_t segments = hp_.n_layer + 2;
   Recorded r;
-  r.cbs.resize(hp_.n_layer + 2);
+  r.cbs.resize(whole ? 1 : segments);
   cmds_.allocate(r.cbs);
-  for (uint32_t s = 0; s < r.cbs.size(); ++s) {
+  for (VkCommandBuffer cb : r.cbs) {
     VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    RWKVD_VK(vkBeginCommandBuffer(r.cbs[s], &bi));
-    Kernels::barrier(r.cbs[s]);  // after the previous segment / chunk / state transfer
-    r.profile.push_back(profiler_.begin(r.cbs[s], shape.T));
-    record(r.cbs[s], s, shape, r.profile.back());
-    RWKVD_VK(vkEndCommandBuffer(r.cbs[s]));
+    RWKVD_VK(vkBeginCommandBuffer(cb, &bi));
   }
-  return recorded_.emplace(shape, std::move(r)).first->second.cbs;
+  for (uint32_t s = 0; s < segments; ++s) {
+    VkCommandBuffer cb = r.cbs[whole ? 0 : s];
+    Kernels::barrier(cb);  // after the previous segment / chunk / state transfer
+    r.profile.push_back(profiler_.begin(cb, shape.T));
+    record(cb, s, shape, r.profile.back());
+  }
+  for (VkCommandBuffer cb : r.cbs) RWKVD_VK(vkEndCommandBuffer(cb));
+  return recorded_.emplace(std::pair{shape, whole}, std::move(r)).first->second.cbs;
 }
 
 void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s, uint32_t prof) {

@@ -1,16 +1,18 @@
 #pragma once
 // The RWKV-7 forward as Vulkan work: a fixed plan (activation layout, descriptor sets, grouped
 // matrix products) built once per model, and command buffers recorded once per batch shape
-// (tokens, sequences, output rows) and replayed. Each shape has n_layer + 2 command buffers,
-// one per upload segment (embedding, layer l, head), so a forward can start while later layers
-// are still uploading. Decode uses 9 dispatches per layer when r/k/v share a weight type:
-// shift, r/k/v, LoRA down (w1,a1,v1,g1), LoRA up, wkv, output, shift, ffn key, ffn value.
+// (tokens, sequences, output rows) and replayed. While the weights upload, a shape has n_layer + 2
+// command buffers, one per upload segment (embedding, layer l, head), so a forward can start
+// while later layers are still uploading; once they are resident, one. Decode uses 9 dispatches per
+// layer when r/k/v share a weight type: shift, r/k/v, LoRA down (w1,a1,v1,g1), LoRA up, wkv,
+// output, shift, ffn key, ffn value.
 #include <vulkan/vulkan.h>
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/model.h"
@@ -57,11 +59,13 @@ class Forward {
   uint32_t meta_out() const { return 4 * token_cap_ + 4 * seq_cap_; }
   VkDeviceSize readback_logits_offset() const { return VkDeviceSize{token_cap_} * hp_.n_embd * 4; }
 
-  // The shape's command buffers, recorded on first use.
-  const std::vector<VkCommandBuffer>& commands(const ForwardShape& shape);
+  // The shape's command buffers, recorded on first use: one per upload segment, so that each
+  // can go as soon as its weights are resident, or (whole) one for the forward once all are.
+  // Submitting 34 command buffers instead of one cost the host ~0.5 ms per 2.9B token (H100).
+  const std::vector<VkCommandBuffer>& commands(const ForwardShape& shape, bool whole);
   // After the shape's command buffers completed: adds their kernel times to the profile
   // ($RWKVD_VK_PROFILE; nothing otherwise).
-  void collect_profile(const ForwardShape& shape);
+  void collect_profile(const ForwardShape& shape, bool whole);
   Profiler& profiler() { return profiler_; }
   // Dispatches recorded for one layer of a decode step (for reports and tests).
   uint32_t dispatches_per_layer() const { return dispatches_per_layer_; }
@@ -111,7 +115,7 @@ class Forward {
   std::vector<MmGroup> head_;
   Commands cmds_;
   Profiler profiler_;
-  std::map<ForwardShape, Recorded> recorded_;
+  std::map<std::pair<ForwardShape, bool>, Recorded> recorded_;  // (shape, whole)
   uint32_t dispatches_per_layer_ = 0;
 };
 

@@ -214,7 +214,8 @@ class VkBackendImpl final : public VkBackend {
 
     const ForwardShape shape{T, static_cast<uint32_t>(parts.size()),
                              static_cast<uint32_t>(rows.size()), n_logit};
-    const std::vector<VkCommandBuffer>& cbs = forward_->commands(shape);
+    const bool resident = uploader_->all_resident();
+    const std::vector<VkCommandBuffer>& cbs = forward_->commands(shape, resident);
     RWKVD_VK(vkResetFences(dev_->device(), 1, &fence_));
     // With a transfer queue of its own, each submission also waits on the GPU for the upload
     // of the weights it reads (a no-op once they are resident): that is what makes the other
@@ -223,8 +224,8 @@ class VkBackendImpl final : public VkBackend {
     auto upload_sync = [&](uint64_t segments) {
       return gpu_wait ? SubmitSync{uploader_->timeline(), segments} : SubmitSync{};
     };
-    if (uploader_->all_resident()) {
-      submit(*dev_, cbs, fence_, upload_sync(cbs.size()));
+    if (resident) {
+      submit(*dev_, cbs, fence_, upload_sync(hp_.n_layer + 2));
     } else {
       // Still loading: each segment goes as soon as its weights are resident.
       for (uint32_t s = 0; s < cbs.size(); ++s) {
@@ -236,7 +237,7 @@ class VkBackendImpl final : public VkBackend {
     const auto t_submitted = Clock::now();
     RWKVD_VK(vkWaitForFences(dev_->device(), 1, &fence_, VK_TRUE, UINT64_MAX));
     const auto t_done = Clock::now();
-    forward_->collect_profile(shape);
+    forward_->collect_profile(shape, resident);
 
     if (!rows.empty()) {
       Buffer& rb = forward_->readback();
