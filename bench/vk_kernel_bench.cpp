@@ -168,12 +168,16 @@ void product_args(benchmark::internal::Benchmark* b) {
       // A few sequences decoding together (gen-8, field analysis): what each token adds.
       for (int64_t T : {2, 4, 8}) b->Args({ti, K, N, T, 1, 0});
       b->Args({ti, K, N, 512, 1, 0});
-      if (t == GgmlType::Q4_K) {  // the same decode products from int8 inputs
+      if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) {  // the same from int8 inputs
         for (int64_t T : {1, 2, 4, 8, 16}) b->Args({ti, K, N, T, 1, 1});
         b->Args({ti, K, N, 1, 0, 1});
       }
     }
   }
+  // The head of 2.9B Q4_K_M files (Q6_K, 65536 x 2560) for one token.
+  const auto q6 = static_cast<int64_t>(GgmlType::Q6_K);
+  b->Args({q6, 2560, 65536, 1, 1, 0});
+  b->Args({q6, 2560, 65536, 1, 1, 1});
 }
 BENCHMARK(BM_Product)->Apply(product_args)->UseManualTime()->Iterations(10);
 

@@ -1,5 +1,5 @@
 #version 450
-// Decode products of K-quant weights (Q4_K, Q5_K) against inputs in their int8 form (q8.glsl),
+// Decode products of K-quant weights (Q4_K, Q5_K, Q6_K) against inputs in their int8 form (q8.glsl),
 // for devices with integer dot products: y[t][o] = epilogue(sum_i W[o][i] * x[t][i]) for a few
 // tokens, x_off naming each input's q8 rows. Same grid, pieces and reduction as mv.comp, but a
 // lane multiplies the nibbles of a piece with the inputs' bytes four at a time (OpSDot) and

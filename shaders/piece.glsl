@@ -1,6 +1,6 @@
 // 32-weight pieces of a GGUF row for the decode matvec (mv.comp), read with 16-byte loads where
-// the type's blocks are 16-byte aligned (F32, F16, BF16, Q4_K, Q5_K) and through quant.glsl's
-// decode8 otherwise. Piece p of a row covers two runs of 16 elements, run_a(p) and run_b(p);
+// the type's blocks are 16-byte aligned (F32, F16, BF16, Q4_K, Q5_K), word by word for Q6_K and
+// through quant.glsl's decode8 otherwise. Piece p of a row covers two runs of 16 elements, run_a(p) and run_b(p);
 // piece() returns them as w[0..3] (run A) and w[4..7] (run B); load_piece() and unpack_piece()
 // are its two halves, so a caller can issue several pieces' loads before decoding any.
 // With PIECE_AFFINE the type returns small integers and the row's true values are
@@ -81,6 +81,70 @@ uint run_b(uint p) { return 32u * p + 16u; }
 // As above, for runs 32 floats apart: 4 floats of padding every 32.
 uint xs_slot(uint e) { return e + ((e >> 5) << 2); }
 
+#if defined(WTYPE_Q6_K)
+#define PIECE_AFFINE 1
+// {u8 ql[128]; u8 qh[64]; int8 scales[16]; f16 d}, 210 bytes (blocks only 2-byte aligned).
+// Piece p = 8b + 4h + k is elements 128h + 32k + i (i < 32) of block b: low 4 bits in
+// ql[64h + 32(k & 1) + i] (nibble k >> 1), top 2 bits at bit 2k of qh[32h + i]; value
+// d * scales[16-element run] * (q - 32), so aff = (d * scale A, 0, d * scale B, 0).
+struct Raw {
+  uint ql[8], qh[8];
+  uint sc;  // scales of runs A and B in its two low bytes
+  float d;
+};
+
+// The 8 words at byte b (2-byte aligned) of weight binding s.
+void load8(uint s, uint b, out uint v[8]) {
+  const uint i = b >> 2, sh = (b & 2u) * 8u;
+  uint w[9];
+  [[unroll]] for (uint j = 0; j < 9u; ++j) w[j] = wb[s].w[i + j];
+  [[unroll]] for (uint j = 0; j < 8u; ++j) v[j] = sh == 0u ? w[j] : (w[j] >> 16) | (w[j + 1u] << 16);
+}
+
+Raw load_piece(uint s, uint rb, uint p) {
+  const uint bb = rb + (p >> 3) * 210u, h = (p >> 2) & 1u, k = p & 3u;
+  Raw r;
+  load8(s, bb + 64u * h + 32u * (k & 1u), r.ql);
+  load8(s, bb + 128u + 32u * h, r.qh);
+  r.sc = rd32(s, bb + 192u + 8u * h + 2u * k);
+  r.d = rdf16(s, bb + 208u);
+  return r;
+}
+
+// The piece's 6-bit values q (0..63), four to a word: words 0..3 run A, 4..7 run B.
+void q6_values(Raw r, uint p, out uint v[8]) {
+  const uint sh = ((p & 3u) >> 1) * 4u, qs = 2u * (p & 3u);
+  [[unroll]] for (uint j = 0; j < 8u; ++j) {
+    v[j] = ((r.ql[j] >> sh) & 0x0f0f0f0fu) | (((r.qh[j] >> qs) & 0x03030303u) << 4);
+  }
+}
+
+vec4 q6_aff(Raw r) {
+  const float a = float(bitfieldExtract(int(r.sc), 0, 8)), b = float(bitfieldExtract(int(r.sc), 8, 8));
+  return vec4(r.d * a, 0.0, r.d * b, 0.0);
+}
+
+// As signed bytes q - 32 (mvq.comp's integer dot products).
+void piece_bytes(Raw r, uint p, out uvec4 lo, out uvec4 hi, out vec4 aff) {
+  uint v[8];
+  q6_values(r, p, v);
+  [[unroll]] for (uint j = 0; j < 8u; ++j) {
+    // q - 32 for q < 64 in each byte: flip bit 5, then copy it (the sign) into bits 6 and 7.
+    const uint f = v[j] ^ 0x20202020u;
+    v[j] = f | ((f & 0x20202020u) * 6u);
+  }
+  lo = uvec4(v[0], v[1], v[2], v[3]);
+  hi = uvec4(v[4], v[5], v[6], v[7]);
+  aff = q6_aff(r);
+}
+
+void unpack_piece(Raw r, uint p, out vec4 w[8], out vec4 aff) {
+  uint v[8];
+  q6_values(r, p, v);
+  [[unroll]] for (uint j = 0; j < 8u; ++j) w[j] = small_bytes(v[j]) - 32.0;
+  aff = q6_aff(r);
+}
+#else
 #if defined(WTYPE_F32)
 struct Raw {
   uvec4 w[8];
@@ -135,6 +199,7 @@ void unpack_piece(Raw r, uint p, out vec4 w[8], out vec4 aff) {
   w = r.w;
 #endif
 }
+#endif  // WTYPE_Q6_K
 #endif
 
 // The piece decoded: w (times aff, see above) are the row's weights.

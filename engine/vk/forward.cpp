@@ -74,6 +74,7 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
     a_.q_y = region(q8_row_floats(D));
     a_.q_fx = region(q8_row_floats(D));
     a_.q_fh = region(q8_row_floats(hp_.n_ffn));
+    a_.q_embd = region(q8_row_floats(D));
     a_.total = at;
   };
   // The activations are one storage buffer: fewer tokens per forward where the device's
@@ -157,7 +158,8 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
     layers_.push_back(std::move(p));
   }
   head_ =
-      group("mm head", {{model.head, slot_for(model.head, a_.embd, a_.logits, MmMode::kStore)}});
+      group("mm head",
+            {{model.head, slot_for(model.head, a_.embd, a_.logits, MmMode::kStore, a_.q_embd)}});
   types.push_back(model.head->type);
   types.push_back(model.token_embd->type);
   std::sort(types.begin(), types.end());
@@ -319,6 +321,11 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
     profiler_.stamp(cb, prof, "out_ln");
     if (s.n_logit > 0) {
       Kernels::compute_barrier(cb);
+      if (reads_q8(head_, s.n_logit)) {  // the logit rows are a prefix of embd
+        kernels_.quantize_q8(cb, base_set_, D, s.n_logit, a_.embd, a_.q_embd);
+        profiler_.stamp(cb, prof, "q8 head");
+        Kernels::compute_barrier(cb);
+      }
       record_mm(cb, head_, s.n_logit, prof);
     }
     if (s.n_out > 0) {

@@ -33,10 +33,11 @@ struct ForwardShape {
 };
 
 // Float offsets of the activation regions (each [T_cap][width]). The q_ regions hold the int8
-// form (shaders/q8.glsl) of the inputs of K-quant decode products: lerps (6, as lerp), y, fx, fh.
+// form (shaders/q8.glsl) of the inputs of K-quant decode products: lerps (6, as lerp), y, fx, fh,
+// embd (the head's).
 struct ActLayout {
   uint32_t x, lerp, save_a, save_f, r, k, v, hw, ha, hv, hg, wl, al, vl, g, vf, y, fx, fh, embd,
-      logits, q_lerp, q_y, q_fx, q_fh;
+      logits, q_lerp, q_y, q_fx, q_fh, q_embd;
   uint32_t total;
 };
 

@@ -57,9 +57,9 @@ bool is_float_type(GgmlType t) {
   return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16;
 }
 
-// The weight types mvq.comp reads (the K-quants whose pieces are 16-byte aligned nibbles).
+// The weight types mvq.comp reads (the K-quants of Q4_K_M / Q5_K_M files).
 bool has_int8_product(GgmlType t) {
-  return t == GgmlType::Q4_K || t == GgmlType::Q5_K;
+  return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
 }
 
 struct Q8Push {

@@ -224,7 +224,7 @@ INSTANTIATE_TEST_SUITE_P(EveryType, VkMatmul,
                          });
 
 // The same blocks with every quantised bit cleared: each element's value at q = 0, the min term
-// of its K-quant sub-block (Q4_K: nibbles; Q5_K: fifth bits and nibbles).
+// of its K-quant sub-block (Q4_K: nibbles; Q5_K: fifth bits and nibbles; not for Q6_K).
 std::vector<std::byte> zero_quants(GgmlType t, std::vector<std::byte> w) {
   const size_t block = engine::ggml_traits(t).block_bytes, from = 16;  // after d, dmin, scales
   for (size_t b = 0; b < w.size(); b += block) {
@@ -288,8 +288,10 @@ TEST_P(VkMatmulQ8, MatchesReferenceOfItsInt8Inputs) {
       wf[s].resize(size_t{K} * Ns[s]);
       w0[s].resize(wf[s].size());
       engine::dequantize(type, w.data(), wf[s].data(), static_cast<int64_t>(wf[s].size()));
-      const std::vector<std::byte> z = zero_quants(type, w);
-      engine::dequantize(type, z.data(), w0[s].data(), static_cast<int64_t>(w0[s].size()));
+      if (type != GgmlType::Q6_K) {  // Q6_K has no min term: w0 = 0
+        const std::vector<std::byte> z = zero_quants(type, w);
+        engine::dequantize(type, z.data(), w0[s].data(), static_cast<int64_t>(w0[s].size()));
+      }
       rig.make(rig.weights[s], w.size() / 4 + 4);
       std::memcpy(rig.weights[s].mapped(), w.data(), w.size());
     }
@@ -357,7 +359,8 @@ TEST_P(VkMatmulQ8, MatchesReferenceOfItsInt8Inputs) {
   RWKVD_EXPECT_NO_VALIDATION_ERRORS(errors);
 }
 
-INSTANTIATE_TEST_SUITE_P(KQuants, VkMatmulQ8, ::testing::Values(GgmlType::Q4_K, GgmlType::Q5_K),
+INSTANTIATE_TEST_SUITE_P(KQuants, VkMatmulQ8,
+                         ::testing::Values(GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K),
                          [](const auto& p) {
                            return std::string(engine::ggml_traits(p.param).name);
                          });
