@@ -1,9 +1,11 @@
 // embed (dequantized row + LayerNorm), shift (LN + token shift + lerps) and out_ln against
 // straightforward CPU loops on random data.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 
+#include "tests/vk/q8_check.h"
 #include "tests/vk/vk_harness.h"
 
 namespace rwkvd::test {
@@ -104,15 +106,18 @@ void check_shift() {
   const std::vector<float> state0 = random_floats(2 * slot_floats, 5);
   rig.make(rig.state, state0.size());
   std::memcpy(rig.state.mapped(), state0.data(), state0.size() * 4);
-  // act: x [T][D], out 6 x [T][D], save [T][D], commit source [T][D]
+  // act: x [T][D], out 6 x [T][D], save [T][D], commit source [T][D], then the int8 forms of
+  // the outputs 6 x [T][q8_row_floats(D)] (outputs 0, 2 and 3 asked for, as for r, k, v)
   const uint32_t x_off = 0, out_off = T * D, save_off = 7 * T * D, src_off = 8 * T * D;
+  const uint32_t q8_off = 9 * T * D, q8_stride = T * engine::vk::q8_row_floats(D);
+  const uint32_t q8_mask = 0b1101;
   const std::vector<float> act0 = random_floats(9 * T * D, 6, -2, 2);
-  rig.make(rig.act, act0.size());
+  rig.make(rig.act, act0.size() + 6 * q8_stride);
   std::memcpy(rig.act.mapped(), act0.data(), act0.size() * 4);
   const VkDescriptorSet set = rig.set();
-  const engine::vk::ShiftArgs a{D,       6,          x_off, out_off,   T * D,       save_off,
-                                0,       D,          2 * D, state_row, slot_floats, 1,
-                                src_off, commit_row, 4 * T, 1e-5f};
+  const engine::vk::ShiftArgs a{
+      D,           6, x_off,   out_off,    T * D, save_off, 0,       D,      2 * D,    state_row,
+      slot_floats, 1, src_off, commit_row, 4 * T, 1e-5f,    q8_mask, q8_off, q8_stride};
   rig.run([&](VkCommandBuffer cb) { rig.kernels->shift(cb, set, a, T); });
   const float* act = rig.ptr<float>(rig.act);
   const float* st = rig.ptr<float>(rig.state);
@@ -137,6 +142,18 @@ void check_shift() {
       EXPECT_EQ(st[seq_slot[s] * slot_floats + commit_row + c], act0[src_off + last * D + c]);
       EXPECT_EQ(st[seq_slot[s] * slot_floats + state_row + c],
                 state0[seq_slot[s] * slot_floats + state_row + c]);  // read, never written
+    }
+  }
+  // The int8 forms of the outputs asked for, and nothing where none was.
+  for (uint32_t i = 0; i < 6; ++i) {
+    SCOPED_TRACE("int8 form of output " + std::to_string(i));
+    const uint32_t q = q8_off + i * q8_stride;
+    if ((q8_mask >> i) & 1u) {
+      std::vector<float> xq(T * D);
+      check_q8_form(rig.ptr<std::byte>(rig.act), q, act + out_off + i * T * D, xq.data(), T, D);
+      if (::testing::Test::HasFatalFailure()) return;
+    } else {
+      EXPECT_TRUE(std::all_of(act + q, act + q + q8_stride, [](float v) { return v == 0.0f; }));
     }
   }
   RWKVD_EXPECT_NO_VALIDATION_ERRORS(errors);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "tests/vk/q8_check.h"
 #include "tests/vk/vk_harness.h"
 
 namespace rwkvd::test {
@@ -47,13 +48,17 @@ TEST(VkWkv, MatchesCpuRecurrence) {
     std::memcpy(rig.state.mapped(), state0.data(), state0.size() * 4);
     // act regions [T][D]: r, k, v, wl, al, vl, g, vf, y
     const std::vector<float> act0 = random_floats(9 * T * D, 23);
-    rig.make(rig.act, act0.size());
+    // Then y's int8 form [T][q8_row_floats(D)] where the kernel writes one (wkv_sg.comp).
+    const bool q8 = rig.kernels->wkv_writes_q8(N);
+    const uint32_t yq_off = 9 * T * D;
+    rig.make(rig.act, act0.size() + T * engine::vk::q8_row_floats(D));
     std::memcpy(rig.act.mapped(), act0.data(), act0.size() * 4);
     auto R = [&](uint32_t i) { return i * T * D; };
     const VkDescriptorSet set = rig.set();
-    const engine::vk::WkvArgs a{
+    engine::vk::WkvArgs a{
         D, R(0),  R(1),  R(2),  R(3),  R(4),  R(5),  R(6), R(7),         R(8),   0,
         D, 2 * D, 3 * D, 4 * D, 5 * D, 6 * D, 7 * D, 0,    layer_floats, layer0, 4 * T};
+    if (q8) a.y_q8 = yq_off;
     rig.run([&](VkCommandBuffer cb) { rig.kernels->wkv(cb, set, a, H, N, 2); });
     const float* act = rig.ptr<float>(rig.act);
     const float* st = rig.ptr<float>(rig.state);
@@ -118,6 +123,12 @@ TEST(VkWkv, MatchesCpuRecurrence) {
           }
         }
       }
+    }
+    if (q8) {
+      SCOPED_TRACE("y's int8 form");
+      std::vector<float> yq(T * D);
+      check_q8_form(rig.ptr<std::byte>(rig.act), yq_off, act + R(8), yq.data(), T, D);
+      if (HasFatalFailure()) return;
     }
     RWKVD_EXPECT_NO_VALIDATION_ERRORS(errors);
   }
