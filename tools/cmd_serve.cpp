@@ -125,6 +125,10 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--batch-window-us", a->opt.batch_window_us,
                   "embed coalescing window in microseconds")
       ->capture_default_str();
+  cmd->add_option("--join-window-us", a->opt.join_window_us,
+                  "an idle worker waits this long for requests sent together before its first "
+                  "step (0: none)")
+      ->capture_default_str();
   cmd->add_flag("--no-coalesce", a->no_coalesce,
                 "run each embed request as its own engine call (no batching across requests)");
   cmd->add_option("--embed-token-budget", a->opt.embed_token_budget,

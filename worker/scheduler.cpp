@@ -27,6 +27,20 @@ engine::OutputMode engine_mode(protocol::Output o) {
   return engine::OutputMode::kLastLogits;
 }
 
+// Whether a request becomes generation steps (where sequences that start together share them).
+bool runs_steps(const Job& job) {
+  switch (job.req.op) {
+    case protocol::Op::kGenerate:
+    case protocol::Op::kSessionFeed:
+    case protocol::Op::kForward:
+      return true;
+    case protocol::Op::kEmbed:
+      return job.req.session != 0;  // stateless embeds have their own coalescing window
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 using protocol::ErrorCode;
@@ -175,7 +189,7 @@ void Scheduler::accept(Job job) {
   }
   auto t = std::make_unique<Task>();
   switch (op) {
-    case Op::kGenerate:
+    case protocol::Op::kGenerate:
       t->kind = Task::Kind::kGenerate;
       break;
     case Op::kSessionFeed:
@@ -485,8 +499,8 @@ void Scheduler::step() {
   // the engine runs as larger, more efficient products.
   size_t with_work = 0;
   for (const auto& tp : active_) with_work += tp->done ? 0 : 1;
-  const size_t chunk = with_work == 1 ? std::max(opt_.prefill_chunk, opt_.prefill_chunk_alone)
-                                      : opt_.prefill_chunk;
+  const size_t chunk =
+      with_work == 1 ? std::max(opt_.prefill_chunk, opt_.prefill_chunk_alone) : opt_.prefill_chunk;
   for (auto& tp : active_) {
     Task& t = *tp;
     if (t.done) continue;
@@ -721,6 +735,16 @@ void Scheduler::loop() {
         }
         cv_.wait_until(lock, deadline,
                        [&] { return !inbox_.empty() || !gone_.empty() || stopping_; });
+        // Idle until now: let the requests sent together with this one arrive (join_window_us).
+        const auto window = std::chrono::microseconds(opt_.join_window_us);
+        const auto cap = Clock::now() + 4 * window;
+        const bool steps = std::any_of(inbox_.begin(), inbox_.end(), runs_steps);
+        for (size_t seen = inbox_.size(); steps && window.count() > 0 && !stopping_;) {
+          cv_.wait_until(lock, std::min(cap, Clock::now() + window),
+                         [&] { return inbox_.size() > seen || stopping_; });
+          if (inbox_.size() == seen || Clock::now() >= cap) break;
+          seen = inbox_.size();
+        }
       }
       jobs.swap(inbox_);
       gone.swap(gone_);

@@ -297,6 +297,7 @@ Value Server::info_value() const {
                                    {"shm_bytes", Value(ring_ ? ring_->total_bytes() : 0)}}));
   v.set("options", Value(Value::Map{{"coalesce_embeds", Value(opt_.coalesce_embeds)},
                                     {"batch_window_us", Value(opt_.batch_window_us)},
+                                    {"join_window_us", Value(opt_.join_window_us)},
                                     {"embed_token_budget", Value(opt_.embed_token_budget)},
                                     {"prefill_chunk", Value(opt_.prefill_chunk)},
                                     {"prefill_chunk_alone", Value(opt_.prefill_chunk_alone)},
