@@ -1,6 +1,7 @@
 #version 450
 // Prefill products on tensor cores (VK_NV_cooperative_matrix): y[t][o] = epilogue(sum_i W[o][i] *
-// x[t][i]) for many tokens, quantised weights only. A workgroup of four 32-wide subgroups owns a
+// x[t][i]) for many tokens: quantised weights, and the F32 LoRA weights of quantised models
+// (MmSlot::half_ok). A workgroup of four 32-wide subgroups owns a
 // tile of BN = 64 (or, compiled with -DMC_TOKENS=32, 32) tokens by BM = 64 output rows and walks
 // K 64 inputs (two 32-weight pieces of piece.glsl) per step: each invocation decodes one piece
 // into shared memory as fp16, each stages BN / 2 of the tokens' inputs as fp16, and each
@@ -12,8 +13,8 @@
 // Precision: operands are rounded to fp16 (relative 2^-11). The inputs are scaled by 2^-8 first
 // (and the sums back by 2^8, both exact), so activations up to 2^24 - the relu^2 output that
 // feeds the ffn value product can pass fp16's 65504 - stay finite; the cost is an absolute
-// rounding of 2^-17 for inputs below 2^-6. Float weights keep the fp32 kernels (mt.comp),
-// whose results the F32 fixtures check at 1e-5.
+// rounding of 2^-17 for inputs below 2^-6. Float models keep the fp32 kernels (mt.comp), whose
+// results the F32 fixtures check at 1e-5.
 #extension GL_NV_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_memory_scope_semantics : require

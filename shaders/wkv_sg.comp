@@ -1,6 +1,6 @@
 #version 450
 // The RWKV-7 recurrence (same arithmetic as wkv.comp) for devices with subgroup shuffles and
-// arithmetic. One workgroup per (head, sequence), NS * 4 invocations, over blocks of TB tokens:
+// arithmetic. One workgroup per (head, sequence), NS * PL invocations, over blocks of TB tokens:
 //  A. in parallel over the block's tokens and channels: decay w, rate a, value residual, kk
 //     normalisation, k update, the bonus coefficient sum(r * k * r_k), into shared memory;
 //  B. sequential over the block's tokens: invocation (i, part) owns state row i, columns
@@ -10,19 +10,29 @@
 // Only phase B is sequential, and it is ~NS/4 multiply-adds per token.
 // With pc.lora = 1 (decode: a few tokens) the kernel also does the LoRA up products itself
 // (phase L, before A): w, a, v and g of the head's channels from the LoRA down outputs and the
-// F32 up weights bound as weights 0..3 (w2, a2, g2, v2), 4 invocations per channel. That saves
-// a dispatch and the barrier after it per layer; for long chunks the separate product is
-// faster, and the host does not set lora.
+// F32 up weights bound as weights 0..3 (w2, a2, g2, v2). That saves a dispatch and the barrier
+// after it per layer; for long chunks the separate product is faster, and the host does not set
+// lora. Phase L is the kernel's latency chain at decode (one workgroup per head reads ~150 KB of
+// weights for 2.9B), so it runs on every invocation of the workgroup, PL per channel, with all
+// of a lane's weight loads issued before any is used.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
 #include "q8.glsl"
 
-layout(local_size_x_id = 0) in;              // == NS * 4
+layout(local_size_x_id = 0) in;              // == NS * PL
 layout(constant_id = 1) const uint NS = 64;  // head size
 layout(constant_id = 2) const uint TB = 8;   // tokens per block
-const uint P = 4;                            // invocations per state row
+// Invocations per channel (>= 4): phase L's lanes per channel; phases A and C take WG / NS tokens
+// a pass (more tokens a pass: fewer passes, each a memory latency and barriers, for long chunks).
+layout(constant_id = 3) const uint PL = 4;
+// Weight vec4 a lane of phase L holds (the host sets rank_w + rank_a + rank_g + rank_v <=
+// 4 * PL * LL, see Kernels::wkv_key); 0: a variant without phase L.
+layout(constant_id = 4) const uint LL = 0;
+layout(constant_id = 5) const uint HT = 1;  // tokens whose LoRA down outputs phase L stages at once
+const uint P = 4;  // invocations per state row in phase B (the first NS * P)
+const uint LT = LL > 0u ? TB * NS : 1u;  // phase L results' shared size
 
 layout(push_constant) uniform PC {
   uint D;
@@ -45,26 +55,79 @@ pc;
 
 shared float s_w[TB * NS], s_kk[TB * NS], s_ka[TB * NS], s_k[TB * NS], s_r[TB * NS],
     s_v[TB * NS], s_y[TB * NS];
-shared vec2 s_part[64];  // per-subgroup partial sums (NS * 4 / subgroup size <= 64)
+shared vec2 s_part[NS * PL / 4u];  // per-subgroup partial sums (subgroups hold >= 4)
 shared float s_bonus[TB];
-shared float s_lw[TB * NS], s_la[TB * NS], s_lv[TB * NS], s_lg[TB * NS];  // phase L results
+shared float s_lw[LT], s_la[LT], s_lv[LT], s_lg[LT];  // phase L results
+shared vec4 s_h4[LL > 0u ? HT * PL * LL : 1u];  // phase L: HT tokens' [hw | ha | hg | hv]
 
-// Part `part` (of P) of row ch of F32 weight binding s (rank inputs) times h: vec4 j = part + P m.
-// Four steps' loads are issued together: at decode this loop is the kernel's latency chain.
-float lora_part(uint s, uint ch, uint rank, uint h_off, uint part) {
-  const uint w0 = ch * rank / 4u, x0 = h_off / 4u, n = rank / 4u;
-  vec4 acc = vec4(0);
-  uint j = part;
-  for (; j + 3u * P < n; j += 4u * P) {
-    vec4 w[4], x[4];
-    [[unroll]] for (uint u = 0; u < 4u; ++u) {
-      w[u] = uintBitsToFloat(wb4[s].w[w0 + j + u * P]);
-      x[u] = act4[x0 + j + u * P];
-    }
-    acc += (w[0] * x[0] + w[1] * x[1]) + (w[2] * x[2] + w[3] * x[3]);
+// Weight vec4 f of channel ch in the concatenated rows [w2 | a2 | g2 | v2] (n* vec4 each).
+vec4 lora_weight(uint f, uint ch, uvec4 n) {
+  if (f < n.x) return uintBitsToFloat(wb4[0].w[ch * n.x + f]);
+  f -= n.x;
+  if (f < n.y) return uintBitsToFloat(wb4[1].w[ch * n.y + f]);
+  f -= n.y;
+  if (f < n.z) return uintBitsToFloat(wb4[2].w[ch * n.z + f]);
+  return uintBitsToFloat(wb4[3].w[ch * pc.rank_v / 4u + f - n.z]);
+}
+
+// Phase L for the block's nb tokens from t0: lane `part` of PL takes vec4 part, part + PL, .. of
+// channel ch's concatenated LoRA up rows (loaded once, all loads issued together), dots them
+// with each token's staged down outputs, and the PL lanes add. Every invocation must call it.
+void lora_up(uint t0, uint nb, uint h) {
+  const uint tid = gl_LocalInvocationID.x, ch = tid / PL, part = tid % PL;
+  // layer 0 has no value residual: its v rows are never read.
+  const uvec4 n = uvec4(pc.rank_w, pc.rank_a, pc.rank_g, pc.layer0 != 0 ? 0u : pc.rank_v) / 4u;
+  const uint n_all = n.x + n.y + n.z + n.w, lch = h * NS + ch;
+  vec4 w[LL > 0u ? LL : 1u];
+  [[unroll]] for (uint i = 0; i < LL; ++i) {
+    const uint f = part + PL * i;
+    w[i] = f < n_all ? lora_weight(f, lch, n) : vec4(0);
   }
-  for (; j < n; j += P) acc += uintBitsToFloat(wb4[s].w[w0 + j]) * act4[x0 + j];
-  return dot(acc, vec4(1));
+  for (uint s0 = 0; s0 < nb; s0 += HT) {
+    const uint ns = min(HT, nb - s0);
+    barrier();  // earlier readers are done with s_h4
+    for (uint i = tid; i < ns * n_all; i += WG) {
+      const uint t = t0 + s0 + i / n_all, f = i % n_all;
+      uint src = f;
+      if (f < n.x) {
+        src += (pc.hw_off + t * pc.rank_w) / 4u;
+      } else if (f < n.x + n.y) {
+        src += (pc.ha_off + t * pc.rank_a) / 4u - n.x;
+      } else if (f < n.x + n.y + n.z) {
+        src += (pc.hg_off + t * pc.rank_g) / 4u - n.x - n.y;
+      } else {
+        src += (pc.hv_off + t * pc.rank_v) / 4u - n.x - n.y - n.z;
+      }
+      s_h4[i] = act4[src];
+    }
+    barrier();
+    for (uint u = 0; u < ns; ++u) {
+      vec4 acc = vec4(0);  // w, a, g, v
+      [[unroll]] for (uint i = 0; i < LL; ++i) {
+        const uint f = part + PL * i;
+        if (f < n_all) {
+          const float d = dot(w[i], s_h4[u * n_all + f]);
+          if (f < n.x) {
+            acc.x += d;
+          } else if (f < n.x + n.y) {
+            acc.y += d;
+          } else if (f < n.x + n.y + n.z) {
+            acc.z += d;
+          } else {
+            acc.w += d;
+          }
+        }
+      }
+      for (uint o = 1u; o < PL; o <<= 1) acc += subgroupShuffleXor(acc, o);
+      if (part == 0u) {
+        const uint tt = s0 + u;
+        s_lw[tt * NS + ch] = acc.x;
+        s_la[tt * NS + ch] = acc.y;
+        s_lg[tt * NS + ch] = acc.z;
+        s_lv[tt * NS + ch] = acc.w;
+      }
+    }
+  }
 }
 
 // The 4 lanes of a row (consecutive invocations) add their parts.
@@ -95,14 +158,16 @@ void main() {
   const uint slot = meta[pc.meta_seq + 4 * seq], first = meta[pc.meta_seq + 4 * seq + 1],
              n = meta[pc.meta_seq + 4 * seq + 2];
   const uint sb = slot * pc.slot_floats + pc.state_base;
-  // Phase B layout: row i, columns part + P*m (interleaved: the 4 lanes of a row hit 4 banks).
+  // Phase B layout: row i, columns part + P*m (interleaved: the 4 lanes of a row hit 4 banks),
+  // on the first NS * P invocations.
   const uint row = tid / P, part = tid % P;
+  const bool b_lane = tid < NS * P;
   float S[NS / P];
   [[unroll]] for (uint m = 0; m < NS / P; ++m) {
-    S[m] = state[sb + (1 + part + P * m) * D + h * NS + row];
+    S[m] = b_lane ? state[sb + (1 + part + P * m) * D + h * NS + row] : 0.0;
   }
   // Phases A and C layout: token slot tid / NS of the pass, channel tid % NS.
-  const uint c = tid % NS, ch = h * NS + c, lanes_tok = (NS * P) / NS;
+  const uint c = tid % NS, ch = h * NS + c, lanes_tok = WG / NS;
   const float w0 = vecs[pc.w0 + ch], a0 = vecs[pc.a0 + ch], v0 = vecs[pc.v0 + ch];
   const float kkw = vecs[pc.k_k + ch], kaw = vecs[pc.k_a + ch], rkw = vecs[pc.r_k + ch];
   const float lnw = vecs[pc.lnx_w + ch], lnb = vecs[pc.lnx_b + ch];
@@ -112,24 +177,9 @@ void main() {
     // Passes of phases A and C: only as many as the block's tokens need (one at decode), each
     // with barriers.
     const uint pass_end = (nb + lanes_tok - 1u) / lanes_tok * lanes_tok;
-    if (pc.lora != 0) {
-      // L: LoRA up products of the block's tokens, channel `row`, 4 lanes each.
-      const uint lch = h * NS + row;
-      for (uint tt = 0; tt < nb; ++tt) {
-        const uint t = first + b0 + tt;
-        const float lw = row_sum(lora_part(0u, lch, pc.rank_w, pc.hw_off + t * pc.rank_w, part));
-        const float la = row_sum(lora_part(1u, lch, pc.rank_a, pc.ha_off + t * pc.rank_a, part));
-        const float lg = row_sum(lora_part(2u, lch, pc.rank_g, pc.hg_off + t * pc.rank_g, part));
-        const float lv = pc.layer0 != 0
-                             ? 0.0
-                             : row_sum(lora_part(3u, lch, pc.rank_v, pc.hv_off + t * pc.rank_v, part));
-        if (part == 0) {
-          s_lw[tt * NS + row] = lw;
-          s_la[tt * NS + row] = la;
-          s_lv[tt * NS + row] = lv;
-          s_lg[tt * NS + row] = lg;
-        }
-      }
+    const bool fused = LL > 0u && pc.lora != 0;
+    if (fused) {
+      lora_up(first + b0, nb, h);
       barrier();
     }
     // A: per-token, per-channel inputs of the recurrence.
@@ -140,7 +190,6 @@ void main() {
         const uint o = (first + b0 + tt) * D + ch;
         const float r = act[pc.r_off + o], k = act[pc.k_off + o];
         float v = act[pc.v_off + o];
-        const bool fused = pc.lora != 0;
         const float a = sigmoid(a0 + (fused ? s_la[tt * NS + c] : act[pc.al_off + o]));
         if (pc.layer0 != 0) {
           act[pc.vf_off + o] = v;
@@ -168,7 +217,7 @@ void main() {
     }
     barrier();
     // B: the recurrence, token after token.
-    for (uint tt = 0; tt < nb; ++tt) {
+    for (uint tt = 0; tt < nb && b_lane; ++tt) {
       const uint base = tt * NS + part;
       float sa = 0.0;
       [[unroll]] for (uint m = 0; m < NS / P; ++m) sa -= S[m] * s_kk[base + P * m];
@@ -195,7 +244,7 @@ void main() {
       if (live) {
         const uint o = (first + b0 + tt) * D + ch;
         const float yn = (y - mu) * inversesqrt(var + 64e-5) * lnw + lnb;
-        const float g = pc.lora != 0 ? s_lg[tt * NS + c] : act[pc.g_off + o];
+        const float g = fused ? s_lg[tt * NS + c] : act[pc.g_off + o];
         const float yo = (yn + s_v[tt * NS + c] * s_bonus[tt]) * g;
         act[pc.y_off + o] = yo;
         s_y[tt * NS + c] = yo;  // for the int8 form (only this invocation reads this element)
@@ -205,7 +254,7 @@ void main() {
     if (pc.y_q8 != ~0u) {
       // y's int8 form: runs of 16 channels (NS is a multiple of 16), 4 invocations each.
       const uint qr = q8_row_floats(D);
-      for (uint i = tid; i < nb * (NS / 4u); i += NS * P) {
+      for (uint i = tid; i < nb * (NS / 4u); i += WG) {
         const uint tt = i / (NS / 4u), e = 4u * (i % (NS / 4u)), r0 = tt * NS + (e & ~15u);
         vec4 run[4];
         [[unroll]] for (uint k = 0; k < 4; ++k) {
@@ -217,7 +266,9 @@ void main() {
       barrier();
     }
   }
-  [[unroll]] for (uint m = 0; m < NS / P; ++m) {
-    state[sb + (1 + part + P * m) * D + h * NS + row] = S[m];
+  if (b_lane) {
+    [[unroll]] for (uint m = 0; m < NS / P; ++m) {
+      state[sb + (1 + part + P * m) * D + h * NS + row] = S[m];
+    }
   }
 }

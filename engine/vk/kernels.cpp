@@ -15,7 +15,9 @@ constexpr uint32_t kTokenTile = 8;                    // mm.comp TT: tokens per 
 constexpr uint32_t kTileRows = 64, kTileTokens = 64;  // mt.comp and mc.comp BM, BN
 constexpr uint32_t kCoopmatK = 64;                    // mc.comp BK: K must be a multiple
 constexpr uint32_t kWkvBlock = 8;  // wkv_sg.comp TB: tokens per block (a multiple of 4)
-constexpr uint32_t kQ8Wg = 64;     // q8.comp workgroup
+// wkv_sg.comp LL: weight vec4 a lane of its LoRA up phase holds at most (registers).
+constexpr uint32_t kWkvLoraLoadsMax = 40;
+constexpr uint32_t kQ8Wg = 64;  // q8.comp workgroup
 
 struct MmPush {
   uint32_t K[4], N[4], x_off[4], y_off[4], mode[4], row_bytes[4], yq_off[4];
@@ -62,6 +64,13 @@ bool has_int8_product(GgmlType t) {
   return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
 }
 
+// wkv_sg.comp's shared memory for these constants (see its arrays; red4 of common.glsl too).
+uint32_t wkv_shared_bytes(uint32_t ns, uint32_t lanes, uint32_t block, uint32_t loads,
+                          uint32_t staged = 1) {
+  const uint32_t lora = loads > 0 ? 16 * block * ns + 16 * staged * lanes * loads : 8;
+  return 28 * block * ns + 4 * block + 2 * ns * lanes + lora + 16 * 256;
+}
+
 struct Q8Push {
   uint32_t K, T, x_off, q_off;
 };
@@ -90,6 +99,16 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   coopmat_ = dev.features().coopmat;
   mc_small_grid_ = env_u32("RWKVD_VK_MC_SMALL_GRID", 1024);
   wkv_portable_ = std::getenv("RWKVD_VK_WKV_PORTABLE") != nullptr;
+  // Invocations per channel in wkv's LoRA up phase (more where the ranks need it): H100, 2.9B
+  // Q4_K_M decode, see docs/PERFORMANCE.md.
+  wkv_lanes_ = std::bit_floor(std::clamp(env_u32("RWKVD_VK_WKV_LANES", 8), 4u, 16u));
+  // Long chunks (prefill): more tokens per pass of wkv's parallel phases and per block, each pass
+  // a memory latency and barriers (H100, see docs/PERFORMANCE.md). $RWKVD_VK_WKV_LONG_* override.
+  // (Not on CPU devices, where the idle invocations of a wider workgroup cost time.)
+  wkv_long_t_ = env_u32("RWKVD_VK_WKV_LONG_T",
+                        dev.props().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? UINT32_MAX : 33);
+  wkv_long_lanes_ = std::bit_floor(std::clamp(env_u32("RWKVD_VK_WKV_LONG_LANES", 16), 4u, 16u));
+  wkv_long_block_ = std::clamp(env_u32("RWKVD_VK_WKV_LONG_BLOCK", 16), 4u, 32u) / 4 * 4;
   // $RWKVD_VK_ROW_SLICES=0|1 overrides the choice (tests run both on lavapipe).
   if (const char* v = std::getenv("RWKVD_VK_ROW_SLICES"); v != nullptr && *v != '\0') {
     row_slices_ = *v == '1';
@@ -119,13 +138,13 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   }
 }
 
-void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size) {
+void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size, uint32_t lora_ranks) {
   std::vector<Pipelines::Key> keys;
   for (GgmlType t : types) {
     const std::string ts = weight_type_suffix(t);
     keys.push_back({subgroup_variant("mm_" + ts), {wg_, kTokenTile}});
     keys.push_back({"mt_" + ts, {}});
-    if (coopmat_ && !is_float_type(t)) {
+    if (coopmat_ && (!is_float_type(t) || t == GgmlType::F32)) {  // F32: MmSlot::half_ok
       keys.push_back({"mc_" + ts, {}});
       keys.push_back({"mc_" + ts + "_t32", {}});
     }
@@ -143,7 +162,11 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size) {
   keys.push_back({subgroup_variant("shift"), {row_wg_}});
   keys.push_back({subgroup_variant("out_ln"), {row_wg_}});
   if (wkv_sg(head_size)) {
-    keys.push_back({"wkv_sg", {4 * head_size, head_size, kWkvBlock}});
+    keys.push_back(wkv_key(head_size, 1, false, 0));
+    keys.push_back(wkv_key(head_size, wkv_long_t_, false, 0));
+    if (lora_ranks > 0 && wkv_fuses_lora(head_size, lora_ranks)) {
+      keys.push_back(wkv_key(head_size, 1, true, lora_ranks));
+    }
   } else {
     keys.push_back({"wkv", {head_size, head_size}});
   }
@@ -197,8 +220,9 @@ void Kernels::quantize_q8(VkCommandBuffer cb, VkDescriptorSet set, uint32_t K, u
   vkCmdDispatch(cb, ceil_div(K / 4, kQ8Wg), T, 1);
 }
 
-bool Kernels::uses_coopmat(GgmlType type, uint32_t K, uint32_t T) const {
-  return coopmat_ && !is_float_type(type) && K % kCoopmatK == 0 && T > mv_max_t_ && T >= mt_min_t_;
+bool Kernels::uses_coopmat(GgmlType type, uint32_t K, uint32_t T, bool half_ok) const {
+  const bool typed = !is_float_type(type) || (half_ok && type == GgmlType::F32);
+  return coopmat_ && typed && K % kCoopmatK == 0 && T > mv_max_t_ && T >= mt_min_t_;
 }
 
 bool Kernels::wkv_sg(uint32_t head_size) const {
@@ -221,9 +245,48 @@ std::vector<std::string> Kernels::choices(uint32_t head_size) const {
   return out;
 }
 
-bool Kernels::wkv_fuses_lora(uint32_t head_size) const {
+Kernels::WkvLora Kernels::wkv_lora(uint32_t head_size, uint32_t lora_ranks) const {
+  const uint32_t most = std::min(
+      {dev_.features().subgroup_size, dev_.props().limits.maxComputeWorkGroupSize[0] / head_size,
+       dev_.props().limits.maxComputeWorkGroupInvocations / head_size, 16u});
+  const uint32_t smem = dev_.props().limits.maxComputeSharedMemorySize;
+  for (uint32_t pl = wkv_lanes_; pl <= most; pl *= 2) {
+    const uint32_t loads = ceil_div(lora_ranks / 4, pl);
+    if (loads > kWkvLoraLoadsMax || wkv_shared_bytes(head_size, pl, kWkvBlock, loads) > smem) {
+      continue;
+    }
+    // Every token of a block staged at once where shared memory allows, else one at a time.
+    const bool all = wkv_shared_bytes(head_size, pl, kWkvBlock, loads, kWkvBlock) <= smem;
+    return {pl, loads, all ? kWkvBlock : 1};
+  }
+  return {};
+}
+
+Pipelines::Key Kernels::wkv_key(uint32_t head_size, uint32_t T, bool lora,
+                                uint32_t lora_ranks) const {
+  uint32_t lanes = 4, block = kWkvBlock, loads = 0, staged = 1;
+  if (lora) {
+    const WkvLora l = wkv_lora(head_size, lora_ranks);
+    lanes = l.lanes;
+    loads = l.loads;
+    staged = l.staged;
+  } else if (T >= wkv_long_t_) {
+    const uint32_t most = std::min(dev_.props().limits.maxComputeWorkGroupSize[0],
+                                   dev_.props().limits.maxComputeWorkGroupInvocations);
+    lanes = std::max(4u, std::min(wkv_long_lanes_, std::bit_floor(most / head_size)));
+    block = wkv_long_block_;
+    while (block > kWkvBlock && wkv_shared_bytes(head_size, lanes, block, 0) >
+                                    dev_.props().limits.maxComputeSharedMemorySize) {
+      block -= 4;
+    }
+  }
+  return {"wkv_sg", {lanes * head_size, head_size, block, lanes, loads, staged}};
+}
+
+bool Kernels::wkv_fuses_lora(uint32_t head_size, uint32_t lora_ranks) const {
   static const bool off = env_u32("RWKVD_VK_FUSE_LORA", 1) == 0;
-  return wkv_sg(head_size) && !off;
+  return wkv_sg(head_size) && !off && lora_ranks % 4 == 0 &&
+         wkv_lora(head_size, lora_ranks).lanes != 0;
 }
 
 void Kernels::bind(VkCommandBuffer cb, VkDescriptorSet set, VkPipeline p, const void* pc,
@@ -265,7 +328,7 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
   bool k32 = true, coopmat = true;
   for (const MmSlot& sl : slots) {
     k32 = k32 && sl.K % 32 == 0;
-    coopmat = coopmat && uses_coopmat(type, sl.K, T);
+    coopmat = coopmat && uses_coopmat(type, sl.K, T, sl.half_ok);
   }
   if (k32 && T <= mv_max_t_) {
     const uint32_t tt = mv_tokens(T, mv_tt_max_);
@@ -326,18 +389,20 @@ void Kernels::shift(VkCommandBuffer cb, VkDescriptorSet set, const ShiftArgs& a,
 }
 
 void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& a, uint32_t n_head,
-                  uint32_t head_size, uint32_t n_seq) {
+                  uint32_t head_size, uint32_t n_seq, uint32_t T) {
   if (head_size > 256 || (head_size & (head_size - 1)) != 0) {
     throw EngineError("vk wkv: head size must be a power of two <= 256");
   }
-  if (a.lora != 0 && !wkv_fuses_lora(head_size)) {
+  const uint32_t lora_ranks = a.rank_w + a.rank_a + a.rank_v + a.rank_g;
+  if (a.lora != 0 && !wkv_fuses_lora(head_size, lora_ranks)) {
     throw EngineError("vk wkv: the LoRA up products need the subgroup kernel");
   }
   if (a.y_q8 != kNoQ8 && !wkv_writes_q8(head_size)) {
     throw EngineError("vk wkv: this kernel cannot write the int8 form of y");
   }
   if (wkv_sg(head_size)) {
-    bind(cb, set, pipes_.get("wkv_sg", {4 * head_size, head_size, kWkvBlock}), &a, sizeof(a));
+    const Pipelines::Key key = wkv_key(head_size, T, a.lora != 0, lora_ranks);
+    bind(cb, set, pipes_.get(key.first, key.second), &a, sizeof(a));
   } else {
     bind(cb, set, pipes_.get("wkv", {head_size, head_size}), &a, sizeof(a));
   }

@@ -30,6 +30,9 @@ struct MmSlot {
   uint32_t q8_off = kNoQ8;
   // act float offset where mm() also writes y's int8 form (needs writes_q8()).
   uint32_t yq_off = kNoQ8;
+  // F32 weights that may run on the fp16 tensor cores with many tokens (mc.comp's precision):
+  // the LoRA products of a model whose large products are quantised and run there anyway.
+  bool half_ok = false;
 };
 
 // Floats of one row of K inputs in int8 form (shaders/q8.glsl).
@@ -73,8 +76,9 @@ class Kernels {
  public:
   Kernels(Device& dev, Pipelines& pipes);
 
-  // Creates every pipeline the model's types need now, so that a forward never compiles.
-  void warm(std::span<const GgmlType> types, uint32_t head_size);
+  // Creates every pipeline the model's types need now, so that a forward never compiles;
+  // lora_ranks: the LoRA ranks' sum where wkv will do the LoRA up products (0: it will not).
+  void warm(std::span<const GgmlType> types, uint32_t head_size, uint32_t lora_ranks);
 
   // y = W x for 1..4 weights of `type`, T tokens.
   void mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type, std::span<const MmSlot> slots,
@@ -92,11 +96,12 @@ class Kernels {
   void embed(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type, const EmbedArgs& a,
              uint32_t T);
   void shift(VkCommandBuffer cb, VkDescriptorSet set, const ShiftArgs& a, uint32_t T);
+  // T: the tokens of the forward (long chunks get a variant with more tokens per pass).
   void wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& a, uint32_t n_head,
-           uint32_t head_size, uint32_t n_seq);
-  // Whether wkv() can take WkvArgs::lora = 1 (the subgroup kernel; $RWKVD_VK_FUSE_LORA=0 says
-  // no, for comparisons).
-  bool wkv_fuses_lora(uint32_t head_size) const;
+           uint32_t head_size, uint32_t n_seq, uint32_t T);
+  // Whether wkv() can take WkvArgs::lora = 1 for LoRA ranks summing to lora_ranks (the subgroup
+  // kernel, ranks its phase L holds; $RWKVD_VK_FUSE_LORA=0 says no, for comparisons).
+  bool wkv_fuses_lora(uint32_t head_size, uint32_t lora_ranks) const;
   void out_ln(VkCommandBuffer cb, VkDescriptorSet set, const OutLnArgs& a);
   // Whether wkv() can write y's int8 form (WkvArgs::y_q8): the subgroup kernel, head sizes of
   // whole 16-element runs.
@@ -109,8 +114,9 @@ class Kernels {
   static void compute_barrier(VkCommandBuffer cb);
 
   // Whether mm() runs T tokens of `type` with inputs of K on tensor cores (mc.comp: fp16
-  // operands, see its precision note) rather than in fp32.
-  bool uses_coopmat(GgmlType type, uint32_t K, uint32_t T) const;
+  // operands, see its precision note) rather than in fp32; F32 weights only with half_ok
+  // (MmSlot::half_ok).
+  bool uses_coopmat(GgmlType type, uint32_t K, uint32_t T, bool half_ok = false) const;
 
   uint32_t dispatches() const { return dispatches_; }  // recorded so far (for reports/tests)
   // The variants this device gets ("decode_matvec", "tensor_cores", "wkv_subgroup", ...); what
@@ -121,6 +127,14 @@ class Kernels {
   // wkv_sg.comp (shuffles, 4 invocations per state row) rather than the portable wkv.comp;
   // $RWKVD_VK_WKV_PORTABLE forces the latter.
   bool wkv_sg(uint32_t head_size) const;
+  // wkv_sg's LoRA up phase for these ranks: invocations per channel (0: none fits), weight
+  // vec4 per invocation, tokens staged at once.
+  struct WkvLora {
+    uint32_t lanes = 0, loads = 0, staged = 1;
+  };
+  WkvLora wkv_lora(uint32_t head_size, uint32_t lora_ranks) const;
+  // wkv_sg.comp's pipeline for a forward of T tokens, with or without the LoRA up phase.
+  Pipelines::Key wkv_key(uint32_t head_size, uint32_t T, bool lora, uint32_t lora_ranks) const;
   uint32_t mv_rows(uint32_t tokens) const;
   uint32_t mv_wg(uint32_t tokens) const;
   Pipelines::Key mv_key(GgmlType type, uint32_t tokens) const;  // mv.comp's pipeline for a type
@@ -136,6 +150,9 @@ class Kernels {
   uint32_t row_wg_ = 256;   // workgroup size of the row kernels (embed, shift, out_ln)
   bool row_slices_ = true;  // shift spreads a token's channels over D / row_wg_ workgroups
   bool wkv_portable_ = false;
+  uint32_t wkv_lanes_ = 8;  // $RWKVD_VK_WKV_LANES: the fewest invocations per channel of phase L
+  // From wkv_long_t_ tokens: invocations per channel and tokens per block of the long variant.
+  uint32_t wkv_long_t_ = 33, wkv_long_lanes_ = 16, wkv_long_block_ = 16;
   uint32_t dispatches_ = 0;
   uint32_t max_row_groups_ = UINT32_MAX;  // most workgroups along the rows of a product
   // The decode matvec (mv.comp): used for T <= mv_max_t_ when subgroups exist; its workgroup

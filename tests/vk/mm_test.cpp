@@ -109,11 +109,12 @@ class VkMatmul : public ::testing::TestWithParam<GgmlType> {};
 
 // T = 1, 3 and 11 run the decode matvec (mv.comp) where subgroups exist (else mm.comp, and the
 // tiled mt.comp from 9 tokens); 70 (two 64-token tiles) runs mt.comp, or mc.comp on tensor
-// cores for quantised types where the device has them. K = 1280 gives mv.comp several staged
-// chunks of K, the last one partial (chunks are 32 x the subgroup size: 1024 on NVIDIA).
-// Variants: subgroups, then (tensor-core devices) the same device with mc.comp's 64-token tiles
-// forced (the test's grids are small enough to get its 32-token tiles otherwise); no subgroups.
-// Few devices per process: the NVIDIA driver refuses new instances after about 30.
+// cores for quantised types (and F32 with MmSlot::half_ok) where the device has them. K = 1280
+// gives mv.comp several staged chunks of K, the last one partial (chunks are 32 x the subgroup
+// size: 1024 on NVIDIA). Variants: subgroups, then (tensor-core devices) the same device with
+// mc.comp's 64-token tiles forced (the test's grids are small enough to get its 32-token tiles
+// otherwise); no subgroups. Few devices per process: the NVIDIA driver refuses new instances after
+// about 30.
 TEST_P(VkMatmul, MatchesDequantizedCpuProductEveryEpilogue) {
   for (const bool subgroups : {true, false}) {
     if (!subgroups) setenv("RWKVD_VK_NO_SUBGROUP", "1", 1);
@@ -173,7 +174,12 @@ void check_product(VkRig& rig, GgmlType type, uint32_t T, uint32_t K, bool subgr
     rig.make(rig.state, 4);
     rig.make(rig.act, at);
     const VkDescriptorSet set = rig.set();
-    for (const auto& mode : modes) {
+    // F32 weights also as the LoRA products of a quantised model (MmSlot::half_ok: on tensor
+    // cores where the device has them, with their fp16 tolerance).
+    const bool half_too = type == GgmlType::F32 && rig.dev->features().coopmat;
+    for (int run = 0; run < (half_too ? 4 : 2); ++run) {
+      const auto& mode = modes[run % 2];
+      const bool half_ok = run >= 2;
       const std::vector<float> prev = random_floats(at, 99);
       std::memcpy(rig.act.mapped(), prev.data(), prev.size() * 4);
       std::memcpy(rig.act.mapped(), x.data(), x.size() * 4);
@@ -181,9 +187,10 @@ void check_product(VkRig& rig, GgmlType type, uint32_t T, uint32_t K, bool subgr
       for (int s = 0; s < 4; ++s) {
         slots[s] = {K,        Ns[s],   0,
                     y_off[s], mode[s], static_cast<uint32_t>(*engine::ggml_row_bytes(type, K))};
+        slots[s].half_ok = half_ok;
       }
       rig.run([&](VkCommandBuffer cb) { rig.kernels->mm(cb, set, type, slots, T); });
-      const bool fp16 = rig.kernels->uses_coopmat(type, K, T);
+      const bool fp16 = rig.kernels->uses_coopmat(type, K, T, half_ok);
       if (fp16) ran_coopmat = true;
       for (int s = 0; s < 4; ++s) {
         for (uint32_t t = 0; t < T; ++t) {

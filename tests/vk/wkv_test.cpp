@@ -1,7 +1,7 @@
 // The WKV-7 kernels (shaders/wkv_sg.comp and the portable wkv.comp) against a CPU loop over the
 // README's per-token math: two heads, two sequences of different lengths in swapped slots, a random
 // starting state in the docs/STATE_LAYOUT.md layout, with and without the value residual (layer 0
-// or not).
+// or not), and with wkv_sg doing the LoRA up products itself (WkvArgs::lora) at two lane counts.
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -19,18 +19,33 @@ float sigm(float x) {
 }
 
 TEST(VkWkv, MatchesCpuRecurrence) {
-  // 20 tokens span three of wkv_sg's 8-token blocks, the last one partial; head sizes 64 and 32.
+  // 20 tokens span three of wkv_sg's 8-token blocks (two of the long variant's 12), the last one
+  // partial; head sizes 64 and 32.
   const uint32_t H = 2, T = 23;
   const uint32_t seq_slot[2] = {1, 0}, seq_first[2] = {0, 3}, seq_n[2] = {3, 20};
-  for (const uint32_t run : {0u, 1u, 2u, 3u, 4u}) {
+  for (const uint32_t run : {0u, 1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u}) {
     const uint32_t layer0 = run & 1u;
-    const bool portable = run == 2 || run == 3;
-    const uint32_t N = run == 4 ? 32 : 64, D = H * N, layer_floats = (N + 2) * D;
+    const bool portable = run == 2 || run == 3, lora = run == 5 || run == 6, longv = run >= 7;
+    const uint32_t N = run == 4 || run == 8 ? 32 : 64, D = H * N, layer_floats = (N + 2) * D;
     SCOPED_TRACE(std::string(portable ? "wkv.comp" : "wkv_sg.comp (where supported)") + " layer0 " +
-                 std::to_string(layer0) + " head size " + std::to_string(N));
+                 std::to_string(layer0) + " head size " + std::to_string(N) +
+                 (lora ? " LoRA up inside" : "") + (longv ? " long-chunk variant" : ""));
     if (portable) setenv("RWKVD_VK_WKV_PORTABLE", "1", 1);
+    if (run == 6) setenv("RWKVD_VK_WKV_LANES", "4", 1);  // run 5: the default (8 where it fits)
+    // The long-chunk variant at these 23 tokens: 16 invocations a channel, 12-token blocks.
+    if (longv) setenv("RWKVD_VK_WKV_LONG_T", "1", 1);
+    if (longv) setenv("RWKVD_VK_WKV_LONG_BLOCK", "12", 1);
     VkRig rig;
-    unsetenv("RWKVD_VK_WKV_PORTABLE");
+    for (const char* v : {"RWKVD_VK_WKV_PORTABLE", "RWKVD_VK_WKV_LANES", "RWKVD_VK_WKV_LONG_T",
+                          "RWKVD_VK_WKV_LONG_BLOCK"}) {
+      unsetenv(v);
+    }
+    // LoRA ranks (w, a, v, g) for the lora runs: several weight vec4 per lane of phase L.
+    const uint32_t rank[4] = {32, 24, 16, 64};
+    const uint32_t rank_sum = rank[0] + rank[1] + rank[2] + rank[3];
+    if (lora && !rig.kernels->wkv_fuses_lora(N, rank_sum)) {
+      GTEST_SKIP() << "this device's wkv does not do the LoRA up products";
+    }
     const uint64_t errors = Device::validation_errors();
     rig.make(rig.meta, 4 * T + 8);
     auto* meta = rig.ptr<uint32_t>(rig.meta);
@@ -47,19 +62,55 @@ TEST(VkWkv, MatchesCpuRecurrence) {
     rig.make(rig.state, state0.size());
     std::memcpy(rig.state.mapped(), state0.data(), state0.size() * 4);
     // act regions [T][D]: r, k, v, wl, al, vl, g, vf, y
-    const std::vector<float> act0 = random_floats(9 * T * D, 23);
+    std::vector<float> act0 = random_floats(9 * T * D, 23);
+    auto R = [&](uint32_t i) { return i * T * D; };
     // Then y's int8 form [T][q8_row_floats(D)] where the kernel writes one (wkv_sg.comp).
     const bool q8 = rig.kernels->wkv_writes_q8(N);
-    const uint32_t yq_off = 9 * T * D;
-    rig.make(rig.act, act0.size() + T * engine::vk::q8_row_floats(D));
-    std::memcpy(rig.act.mapped(), act0.data(), act0.size() * 4);
-    auto R = [&](uint32_t i) { return i * T * D; };
+    const uint32_t yq_off = 9 * T * D, h_off = yq_off + T * engine::vk::q8_row_floats(D);
+    // With lora: the down outputs [T][rank] of w, a, v, g after the int8 form, the up weights
+    // [D][rank] bound as weights 0..3 (w2, a2, g2, v2); the reference reads the products from
+    // wl, al, vl, g, which the kernel gets zeroed (it must not read them).
+    std::vector<float> down = random_floats(T * rank_sum, 24, -0.5f, 0.5f);
+    std::vector<float> act_gpu = act0;
+    if (lora) {
+      const uint32_t region[4] = {3, 4, 5, 6}, binding[4] = {0, 1, 3, 2};
+      uint32_t hb = 0;
+      for (uint32_t m = 0; m < 4; ++m) {
+        const std::vector<float> up = random_floats(D * rank[m], 25 + m, -0.3f, 0.3f);
+        rig.make(rig.weights[binding[m]], up.size());
+        std::memcpy(rig.weights[binding[m]].mapped(), up.data(), up.size() * 4);
+        for (uint32_t t = 0; t < T; ++t) {
+          for (uint32_t c = 0; c < D; ++c) {
+            double sum = 0;
+            for (uint32_t j = 0; j < rank[m]; ++j)
+              sum += up[c * rank[m] + j] * down[hb + t * rank[m] + j];
+            act0[R(region[m]) + t * D + c] = static_cast<float>(sum);
+            act_gpu[R(region[m]) + t * D + c] = 0;
+          }
+        }
+        hb += T * rank[m];
+      }
+    }
+    rig.make(rig.act, h_off + down.size());
+    std::memcpy(rig.act.mapped(), act_gpu.data(), act_gpu.size() * 4);
+    std::memcpy(rig.ptr<float>(rig.act) + h_off, down.data(), down.size() * 4);
     const VkDescriptorSet set = rig.set();
     engine::vk::WkvArgs a{
         D, R(0),  R(1),  R(2),  R(3),  R(4),  R(5),  R(6), R(7),         R(8),   0,
         D, 2 * D, 3 * D, 4 * D, 5 * D, 6 * D, 7 * D, 0,    layer_floats, layer0, 4 * T};
     if (q8) a.y_q8 = yq_off;
-    rig.run([&](VkCommandBuffer cb) { rig.kernels->wkv(cb, set, a, H, N, 2); });
+    if (lora) {
+      a.lora = 1;
+      a.rank_w = rank[0];
+      a.rank_a = rank[1];
+      a.rank_v = rank[2];
+      a.rank_g = rank[3];
+      a.hw_off = h_off;
+      a.ha_off = a.hw_off + T * rank[0];
+      a.hv_off = a.ha_off + T * rank[1];
+      a.hg_off = a.hv_off + T * rank[2];
+    }
+    rig.run([&](VkCommandBuffer cb) { rig.kernels->wkv(cb, set, a, H, N, 2, T); });
     const float* act = rig.ptr<float>(rig.act);
     const float* st = rig.ptr<float>(rig.state);
     const float* P = vec.data();
