@@ -1,14 +1,15 @@
 #version 450
 // Prefill products on tensor cores (VK_NV_cooperative_matrix): y[t][o] = epilogue(sum_i W[o][i] *
 // x[t][i]) for many tokens: quantised weights, and the F32 LoRA weights of quantised models
-// (MmSlot::half_ok). A workgroup of four 32-wide subgroups owns a
-// tile of BN = 64 (or, compiled with -DMC_TOKENS=32, 32) tokens by BM = 64 output rows and walks
-// K 64 inputs (two 32-weight pieces of piece.glsl) per step: each invocation decodes one piece
-// into shared memory as fp16, each stages BN / 2 of the tokens' inputs as fp16, and each
-// subgroup multiplies a BN / 2 x 32 quarter of the tile with 16 x 16 x 16 fp16 matrices
+// (MmSlot::half_ok). A workgroup of 2 x BM / 32 subgroups of 32 owns a tile of BN = 64 (or,
+// compiled with -DMC_TOKENS=32, 32) tokens by BM = 64 (or, -DMC_ROWS=128, 128) output rows and
+// walks K 64 inputs (two 32-weight pieces of piece.glsl) per step: each invocation decodes one
+// piece into shared memory as fp16, the workgroup stages the tokens' inputs as fp16, and each
+// subgroup multiplies a BN / 2 x 32 part of the tile with 16 x 16 x 16 fp16 matrices
 // accumulating in fp32. The tile goes through shared memory once more for the epilogue (the
 // fragments' element order is opaque). The 32-token tile doubles the workgroups of a product
-// with few output rows, which otherwise leaves SMs idle.
+// with few output rows, which otherwise leaves SMs idle; the 128-row tile halves how often the
+// tokens' inputs are read per product (every row tile reads all of them).
 //
 // Precision: operands are rounded to fp16 (relative 2^-11). The inputs are scaled by 2^-8 first
 // (and the sums back by 2^8, both exact), so activations up to 2^24 - the relu^2 output that
@@ -23,25 +24,33 @@
 #include "quant.glsl"
 #include "piece.glsl"
 
-layout(local_size_x = 128) in;
 #ifndef MC_TOKENS
 #define MC_TOKENS 64
 #endif
-const uint BM = 64, BN = MC_TOKENS, BK = 64;
+#ifndef MC_ROWS
+#define MC_ROWS 64
+#endif
+layout(local_size_x = 2 * MC_ROWS) in;  // two invocations a row decode its step's two pieces
+const uint BM = MC_ROWS, BN = MC_TOKENS, BK = 64;
+const uint NI = 2u * BM;        // invocations
+const uint RQ = BM / 32u;       // subgroups along the rows (32 rows each); 2 along the tokens
 const uint FT = BN / 32u;       // 16-token fragments per subgroup
-const uint XP = 128u / BN;      // invocations staging one token's step inputs
-const uint XV = BK / XP / 4u;   // vec4 of inputs each of them stages (8 or 4)
+const uint XP = NI / BN;        // invocations staging one token's step inputs
+const uint XV = BK / XP / 4u;   // vec4 of inputs each of them stages (2 .. 8)
 // Tiles in shared memory as uvec4 (8 halves): a row of BK halves is 8 uvec4, padded to 9 so
-// that the 16 rows one fragment load reads fall in different banks.
+// that the 16 rows one fragment load reads fall in different banks. The fp32 result tile for
+// the epilogue reuses the same memory once the last step is done (with 128 rows the three
+// would not fit in 48 KB).
 const uint kStride = BK / 8 + 1;
 const uint kCStride = BM + 4;  // floats per token row of the fp32 result tile
+const uint kW = 0, kX = BM * kStride, kTiles = (BM + BN) * kStride, kC = BN * kCStride / 4u;
 const float kInScale = 1.0 / 256.0;
 
 #include "product.glsl"
 
-shared uvec4 w_tile[BM * kStride];  // [row][k]: B as a column-major K x BM matrix
-shared uvec4 x_tile[BN * kStride];  // [token][k]: A, row-major BN x K
-shared float c_tile[BN * kCStride];  // [token][row]
+// [row][k] at kW: B as a column-major K x BM matrix; [token][k] at kX: A, row-major BN x K;
+// after the loop [token][row] fp32 (kCStride floats a token).
+shared uvec4 smem[kTiles > kC ? kTiles : kC];
 
 uvec4 pack8(vec4 a, vec4 b) {
   return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
@@ -59,8 +68,8 @@ void main() {
   const uint xt = tid / XP, xh = tid % XP;
   const bool x_live = t0 + xt < T;
   const uint x_row = (pc.x_off[s] + min(t0 + xt, T - 1u) * K) / 4u;
-  // This subgroup's quarter: tokens BN / 2 qt.., rows 32 qr..
-  const uint sg = gl_SubgroupID, qt = sg / 2u, qr = sg % 2u;
+  // This subgroup's part: tokens BN / 2 qt.., rows 32 qr..
+  const uint sg = gl_SubgroupID, qt = sg / RQ, qr = sg % RQ;
 
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[FT][2];
   [[unroll]] for (uint i = 0; i < FT; ++i) {
@@ -89,12 +98,12 @@ void main() {
 #endif
       // Runs A and B of the piece are 16 inputs each, at their offsets within the step.
       const uint ka = (run_a(p) - BK * q) / 8u, kb = (run_b(p) - BK * q) / 8u;
-      w_tile[wr * kStride + ka] = pack8(w[0], w[1]);
-      w_tile[wr * kStride + ka + 1u] = pack8(w[2], w[3]);
-      w_tile[wr * kStride + kb] = pack8(w[4], w[5]);
-      w_tile[wr * kStride + kb + 1u] = pack8(w[6], w[7]);
+      smem[kW + wr * kStride + ka] = pack8(w[0], w[1]);
+      smem[kW + wr * kStride + ka + 1u] = pack8(w[2], w[3]);
+      smem[kW + wr * kStride + kb] = pack8(w[4], w[5]);
+      smem[kW + wr * kStride + kb + 1u] = pack8(w[6], w[7]);
       [[unroll]] for (uint j = 0; j < XV / 2u; ++j) {
-        x_tile[xt * kStride + XV / 2u * xh + j] =
+        smem[kX + xt * kStride + XV / 2u * xh + j] =
             pack8(xv[2u * j] * kInScale, xv[2u * j + 1u] * kInScale);
       }
     }
@@ -107,10 +116,11 @@ void main() {
     [[unroll]] for (uint kk = 0; kk < BK / 16u; ++kk) {
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[FT], b[2];
       [[unroll]] for (uint i = 0; i < FT; ++i) {
-        coopMatLoadNV(a[i], x_tile, (BN / 2u * qt + 16u * i) * kStride + 2u * kk, kStride, false);
+        coopMatLoadNV(a[i], smem, kX + (BN / 2u * qt + 16u * i) * kStride + 2u * kk, kStride,
+                      false);
       }
       [[unroll]] for (uint i = 0; i < 2; ++i) {
-        coopMatLoadNV(b[i], w_tile, (32u * qr + 16u * i) * kStride + 2u * kk, kStride, true);
+        coopMatLoadNV(b[i], smem, kW + (32u * qr + 16u * i) * kStride + 2u * kk, kStride, true);
       }
       [[unroll]] for (uint i = 0; i < FT; ++i) {
         [[unroll]] for (uint j = 0; j < 2; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
@@ -120,16 +130,17 @@ void main() {
   }
   [[unroll]] for (uint i = 0; i < FT; ++i) {
     [[unroll]] for (uint j = 0; j < 2; ++j) {
-      coopMatStoreNV(acc[i][j], c_tile, (BN / 2u * qt + 16u * i) * kCStride + 32u * qr + 16u * j,
-                     kCStride, false);
+      coopMatStoreNV(acc[i][j], smem,
+                     ((BN / 2u * qt + 16u * i) * kCStride + 32u * qr + 16u * j) / 4u,
+                     kCStride / 4u, false);
     }
   }
   barrier();
-  for (uint e = tid; e < BN * BM; e += 128u) {
+  for (uint e = tid; e < BN * BM; e += NI) {
     const uint tt = e / BM, o = m0 + e % BM, t = t0 + tt;
     if (t < T && o < N) {
-      const uint yo = pc.y_off[s] + t * N + o;
-      act[yo] = epilogue(s, yo, c_tile[tt * kCStride + e % BM] / kInScale);
+      const uint yo = pc.y_off[s] + t * N + o, c = tt * kCStride + e % BM;
+      act[yo] = epilogue(s, yo, uintBitsToFloat(smem[c / 4u][c % 4u]) / kInScale);
     }
   }
 }

@@ -162,10 +162,7 @@ void main() {
   // on the first NS * P invocations.
   const uint row = tid / P, part = tid % P;
   const bool b_lane = tid < NS * P;
-  float S[NS / P];
-  [[unroll]] for (uint m = 0; m < NS / P; ++m) {
-    S[m] = b_lane ? state[sb + (1 + part + P * m) * D + h * NS + row] : 0.0;
-  }
+  float S[NS / P];  // loaded after phase L (its weight registers are free by then)
   // Phases A and C layout: token slot tid / NS of the pass, channel tid % NS.
   const uint c = tid % NS, ch = h * NS + c, lanes_tok = WG / NS;
   const float w0 = vecs[pc.w0 + ch], a0 = vecs[pc.a0 + ch], v0 = vecs[pc.v0 + ch];
@@ -181,6 +178,11 @@ void main() {
     if (fused) {
       lora_up(first + b0, nb, h);
       barrier();
+    }
+    if (b0 == 0) {  // in flight together with phase A's loads
+      [[unroll]] for (uint m = 0; m < NS / P; ++m) {
+        S[m] = b_lane ? state[sb + (1 + part + P * m) * D + h * NS + row] : 0.0;
+      }
     }
     // A: per-token, per-channel inputs of the recurrence.
     for (uint tt = tid / NS; tt < pass_end; tt += lanes_tok) {

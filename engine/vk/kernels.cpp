@@ -98,6 +98,7 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   mt_min_t_ = env_u32("RWKVD_VK_MT_MIN_T", 9);
   coopmat_ = dev.features().coopmat;
   mc_small_grid_ = env_u32("RWKVD_VK_MC_SMALL_GRID", 1024);
+  mc_rows_ = env_u32("RWKVD_VK_MC_ROWS", 0);  // 64 or 128 forces a tile height; 0: mc_rows()
   wkv_portable_ = std::getenv("RWKVD_VK_WKV_PORTABLE") != nullptr;
   // Invocations per channel in wkv's LoRA up phase (more where the ranks need it): H100, 2.9B
   // Q4_K_M decode, see docs/PERFORMANCE.md.
@@ -145,8 +146,11 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size, uint32_t
     keys.push_back({subgroup_variant("mm_" + ts), {wg_, kTokenTile}});
     keys.push_back({"mt_" + ts, {}});
     if (coopmat_ && (!is_float_type(t) || t == GgmlType::F32)) {  // F32: MmSlot::half_ok
-      keys.push_back({"mc_" + ts, {}});
-      keys.push_back({"mc_" + ts + "_t32", {}});
+      for (const uint32_t rows : {64u, 128u}) {
+        if (mc_rows_ != 0 ? rows != mc_rows_ : rows == 128 && t != GgmlType::Q4_K) continue;
+        keys.push_back({mc_name(t, rows, kTileTokens), {}});
+        keys.push_back({mc_name(t, rows, 32), {}});
+      }
     }
     if (mv_max_t_ > 0) {
       // The token tiles mv_tokens() can pick, no more: each pipeline costs start-up time.
@@ -223,6 +227,20 @@ void Kernels::quantize_q8(VkCommandBuffer cb, VkDescriptorSet set, uint32_t K, u
 bool Kernels::uses_coopmat(GgmlType type, uint32_t K, uint32_t T, bool half_ok) const {
   const bool typed = !is_float_type(type) || (half_ok && type == GgmlType::F32);
   return coopmat_ && typed && K % kCoopmatK == 0 && T > mv_max_t_ && T >= mt_min_t_;
+}
+
+std::string Kernels::mc_name(GgmlType type, uint32_t rows, uint32_t tokens) const {
+  return "mc_" + weight_type_suffix(type) + (rows == 128 ? "_r128" : "") +
+         (tokens == 32 ? "_t32" : "");
+}
+
+uint32_t Kernels::mc_rows(GgmlType type, uint32_t max_n, uint32_t T, uint32_t n_slots) const {
+  if (mc_rows_ == 64 || mc_rows_ == 128) return mc_rows_;
+  // 128-row tiles read the tokens' inputs half as often, but make half the workgroups: H100,
+  // 512 tokens, Q4_K 2560 -> 10240 (640 of them) 444 -> 353 us; 10240 -> 2560 (160) 479 -> 497;
+  // Q6_K slower at every shape (its pieces cost more to decode), other types not measured.
+  const uint32_t grid = ceil_div(max_n, 128) * ceil_div(T, kTileTokens) * n_slots;
+  return type == GgmlType::Q4_K && grid >= 512 ? 128 : 64;
 }
 
 bool Kernels::wkv_sg(uint32_t head_size) const {
@@ -350,13 +368,12 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     const uint32_t n_slots = static_cast<uint32_t>(slots.size());
     if (coopmat) {
       // 32-token tiles where 64-token ones would leave the GPU short of workgroups.
+      const uint32_t rows = mc_rows(type, max_n, T, n_slots);
       const uint32_t tokens =
-          ceil_div(max_n, kTileRows) * ceil_div(T, kTileTokens) * n_slots < mc_small_grid_
-              ? 32
-              : kTileTokens;
-      const std::string variant = tokens == 32 ? "_t32" : "";
-      bind(cb, set, pipes_.get("mc_" + weight_type_suffix(type) + variant, {}), &pc, sizeof(pc));
-      vkCmdDispatch(cb, ceil_div(max_n, kTileRows), ceil_div(T, tokens), n_slots);
+          ceil_div(max_n, rows) * ceil_div(T, kTileTokens) * n_slots < mc_small_grid_ ? 32
+                                                                                      : kTileTokens;
+      bind(cb, set, pipes_.get(mc_name(type, rows, tokens), {}), &pc, sizeof(pc));
+      vkCmdDispatch(cb, ceil_div(max_n, rows), ceil_div(T, tokens), n_slots);
       return;
     }
     bind(cb, set, pipes_.get("mt_" + weight_type_suffix(type), {}), &pc, sizeof(pc));

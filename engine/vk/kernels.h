@@ -141,6 +141,10 @@ class Kernels {
   // mvq.comp's; qout: the variant that also writes its output's int8 form (workgroups of 16 rows).
   Pipelines::Key mvq_key(GgmlType type, uint32_t tokens, bool qout = false) const;
   uint32_t mvq_qout_wg() const;
+  // mc.comp's pipeline for a tile of `rows` (64 or 128) rows by `tokens` (64 or 32) tokens.
+  std::string mc_name(GgmlType type, uint32_t rows, uint32_t tokens) const;
+  // mc.comp's tile height for a product of up to max_n rows, T tokens, n_slots weights.
+  uint32_t mc_rows(GgmlType type, uint32_t max_n, uint32_t T, uint32_t n_slots) const;
   // The shader's _sg variant (subgroup reductions) where the device has subgroup arithmetic.
   std::string subgroup_variant(const std::string& shader) const;
   void bind(VkCommandBuffer cb, VkDescriptorSet set, VkPipeline p, const void* pc, uint32_t size);
@@ -169,6 +173,8 @@ class Kernels {
   // mc.comp takes 32-token tiles when 64-token ones would make fewer workgroups than this
   // ($RWKVD_VK_MC_SMALL_GRID; 0 never, a huge value always).
   uint32_t mc_small_grid_ = 1024;
+  // mc.comp's rows per workgroup: $RWKVD_VK_MC_ROWS (64 or 128) forces one; 0: mc_rows() picks.
+  uint32_t mc_rows_ = 0;
 };
 
 // Shader-name suffix of a weight type ("q4_k").

@@ -113,25 +113,30 @@ class VkMatmul : public ::testing::TestWithParam<GgmlType> {};
 // gives mv.comp several staged chunks of K, the last one partial (chunks are 32 x the subgroup
 // size: 1024 on NVIDIA). Variants: subgroups, then (tensor-core devices) the same device with
 // mc.comp's 64-token tiles forced (the test's grids are small enough to get its 32-token tiles
-// otherwise); no subgroups. Few devices per process: the NVIDIA driver refuses new instances after
-// about 30.
+// otherwise) and both with 128-row tiles; no subgroups. Few devices per process: the NVIDIA driver
+// refuses new instances after about 30.
 TEST_P(VkMatmul, MatchesDequantizedCpuProductEveryEpilogue) {
   for (const bool subgroups : {true, false}) {
     if (!subgroups) setenv("RWKVD_VK_NO_SUBGROUP", "1", 1);
     VkRig rig;
     unsetenv("RWKVD_VK_NO_SUBGROUP");
     const uint64_t errors = Device::validation_errors();
-    for (const bool big_tiles : {false, true}) {
-      if (big_tiles) {
+    // Tensor-core tiles: the default, then 64 tokens forced, then both with 128 rows.
+    for (const int tiles : {0, 1, 2, 3}) {
+      const bool big_tiles = tiles % 2 == 1, rows128 = tiles >= 2;
+      if (tiles > 0) {
         if (!rig.dev->features().coopmat) break;
-        setenv("RWKVD_VK_MC_SMALL_GRID", "0", 1);
+        if (big_tiles) setenv("RWKVD_VK_MC_SMALL_GRID", "0", 1);
+        if (rows128) setenv("RWKVD_VK_MC_ROWS", "128", 1);
         rig.kernels = std::make_unique<engine::vk::Kernels>(*rig.dev, *rig.pipes);
         unsetenv("RWKVD_VK_MC_SMALL_GRID");
+        unsetenv("RWKVD_VK_MC_ROWS");
       }
       for (const auto& [T, K] :
            {std::pair{1u, 512u}, {3u, 512u}, {11u, 512u}, {70u, 512u}, {1u, 1280u}, {3u, 1280u}}) {
         SCOPED_TRACE("T = " + std::to_string(T) + ", K = " + std::to_string(K) +
-                     (big_tiles ? ", 64-token mc tiles" : ""));
+                     (big_tiles ? ", 64-token mc tiles" : "") +
+                     (rows128 ? ", 128-row mc tiles" : ""));
         check_product(rig, GetParam(), T, K, subgroups);
         if (HasFatalFailure() || IsSkipped()) return;
       }
@@ -141,7 +146,7 @@ TEST_P(VkMatmul, MatchesDequantizedCpuProductEveryEpilogue) {
 }
 
 void check_product(VkRig& rig, GgmlType type, uint32_t T, uint32_t K, bool subgroups) {
-  const uint32_t Ns[4] = {24, 7, 100, 9};  // 100: two of mt.comp's 64-row tiles
+  const uint32_t Ns[4] = {24, 7, 150, 9};  // 150: three 64-row tiles (mt.comp, mc.comp), two of 128
   const MmMode modes[2][4] = {{MmMode::kStore, MmMode::kAdd, MmMode::kTanh, MmMode::kSigmoid},
                               {MmMode::kReluSq, MmMode::kStore, MmMode::kAdd, MmMode::kStore}};
   std::vector<std::byte> w[4];
