@@ -27,18 +27,6 @@ class FaultTest : public WorkerTest {
     };
     start(model);
   }
-  uint64_t slots_used(client::Client& c) { return c.stats().find("slots_used")->as_uint(); }
-  // slots_used is a gauge the engine thread publishes between its steps, possibly just after
-  // the reply that changed it: wait (bounded) for it to settle at `want`.
-  uint64_t slots_used_settled(client::Client& c, uint64_t want) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    uint64_t n = slots_used(c);
-    while (n != want && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      n = slots_used(c);
-    }
-    return n;
-  }
   FaultyBackend* faulty_ = nullptr;
 };
 

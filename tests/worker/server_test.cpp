@@ -139,6 +139,36 @@ TEST_F(WorkerTest, GenerateAllOnForksMatchesOneAtATimeInTheStepsOfOne) {
   c->session_close(doc);
 }
 
+// A session opened with a state (an agent's document state, fetched earlier) and forked per
+// field: the source is uploaded once and the forks are copies on the device, all resident at
+// once (before, each fork was a host copy uploaded when it ran); each fork generates what the
+// same state sent inline generates.
+TEST_F(WorkerTest, ForksOfASessionOpenedWithAStateAreCopiesOnTheDevice) {
+  RWKVD_FIXTURE(model, kTiny);
+  start(model);
+  auto c = connect();
+  const uint64_t doc = c->session_open();
+  c->session_feed(doc, Input{"A short document about the weather.", {}});
+  const client::Tensor t = c->session_state(doc);
+  std::vector<float> state(t.data().begin(), t.data().end());
+  c->session_close(doc);
+  ASSERT_EQ(slots_used_settled(*c, 0), 0u);
+  const uint64_t held = c->session_open(state);
+  std::vector<uint64_t> forks;
+  for (int i = 0; i < 3; ++i) forks.push_back(c->session_fork(held));
+  EXPECT_EQ(slots_used_settled(*c, 4), 4u) << "the source and its three forks in slots";
+  client::GenerateOptions g;
+  g.sampling.max_tokens = 4;
+  g.sampling.temperature = 0;
+  client::GenerateOptions inline_state = g;
+  inline_state.state = state;
+  const Input field{" Subject:", {}};
+  const std::vector<int32_t> want = c->generate(field, inline_state).tokens;
+  for (uint64_t f : forks) EXPECT_EQ(c->generate(field, g, {}, f).tokens, want);
+  for (uint64_t f : forks) c->session_close(f);
+  c->session_close(held);
+}
+
 TEST_F(WorkerTest, SessionsFeedStateForkAndSetState) {
   RWKVD_FIXTURE(model, kTiny);
   start(model);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <thread>
@@ -95,6 +96,21 @@ class WorkerTest : public ::testing::Test {
     std::vector<float> s(ref_->hparams().state_floats());
     ref_->read_state(0, s);
     return s;
+  }
+
+  static uint64_t slots_used(client::Client& c) {
+    return c.stats().find("slots_used")->as_uint();
+  }
+  // slots_used is a gauge the engine thread publishes between its steps, possibly just after
+  // the reply that changed it: wait (bounded) for it to settle at `want`.
+  static uint64_t slots_used_settled(client::Client& c, uint64_t want) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    uint64_t n = slots_used(c);
+    while (n != want && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      n = slots_used(c);
+    }
+    return n;
   }
 
   // Set before start() to put something between the worker and its backend (fault injection).
