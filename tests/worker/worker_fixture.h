@@ -98,9 +98,7 @@ class WorkerTest : public ::testing::Test {
     return s;
   }
 
-  static uint64_t slots_used(client::Client& c) {
-    return c.stats().find("slots_used")->as_uint();
-  }
+  static uint64_t slots_used(client::Client& c) { return c.stats().find("slots_used")->as_uint(); }
   // slots_used is a gauge the engine thread publishes between its steps, possibly just after
   // the reply that changed it: wait (bounded) for it to settle at `want`.
   static uint64_t slots_used_settled(client::Client& c, uint64_t want) {
