@@ -38,6 +38,10 @@ struct BackendOptions {
 struct LoadStats {
   double usable_ms = 0;
   double resident_ms = 0;
+  // Parts of usable_ms on a GPU (0 elsewhere): open -> device ready (instance, driver), and the
+  // forward's set-up (its pipelines, from the pipeline cache where warm; buffers; descriptors).
+  double device_ms = 0;
+  double forward_setup_ms = 0;
   uint64_t weight_bytes = 0;
   uint64_t state_bytes = 0;
   uint64_t scratch_bytes = 0;

@@ -78,6 +78,10 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
     }
     report.add("load.usable_ms", "ms", ls.usable_ms);
     report.add("load.resident_ms", "ms", ls.resident_ms);
+    if (ls.device_ms > 0) {  // the GPU's parts of usable_ms
+      report.add("load.device_ms", "ms", ls.device_ms);
+      report.add("load.forward_setup_ms", "ms", ls.forward_setup_ms);
+    }
   }
   const engine::Rwkv7Hparams hp = b->hparams();
   const engine::LoadStats ls = b->load_stats();

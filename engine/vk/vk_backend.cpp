@@ -38,14 +38,17 @@ class VkBackendImpl final : public VkBackend {
       throw EngineError("vulkan: n_slots and max_chunk must be positive");
     }
     dev_ = std::make_unique<Device>();
+    device_s_ = seconds_since_open();
     pipes_ = std::make_unique<Pipelines>(*dev_);
     weights_ = std::make_unique<WeightStore>(*dev_, *model_);
     upload_start_s_ = seconds_since_open();
     uploader_ = std::make_unique<Uploader>(*dev_, *weights_, staging_bytes());
     // Pipelines compile while the weights stream in.
     const uint32_t token_cap = std::max(opt_.max_chunk, std::min(opt_.n_slots, 64u));
+    const double forward_start_s = seconds_since_open();
     forward_ = std::make_unique<Forward>(*dev_, *pipes_, *weights_, *model_, token_cap,
                                          opt_.n_slots, opt_.n_slots);
+    forward_setup_s_ = seconds_since_open() - forward_start_s;
     cmds_ = std::make_unique<Commands>(*dev_);
     const VkDeviceSize slot_bytes = hp_.state_floats() * 4;
     xfer_up_ = Buffer(*dev_, slot_bytes, MemKind::kUpload);
@@ -75,6 +78,8 @@ class VkBackendImpl final : public VkBackend {
   LoadStats load_stats() const override {
     LoadStats s;
     s.usable_ms = 1e3 * usable_s_;
+    s.device_ms = 1e3 * device_s_;
+    s.forward_setup_ms = 1e3 * forward_setup_s_;
     const double r = uploader_->resident_seconds();
     s.resident_ms = r < 0 ? -1 : 1e3 * (upload_start_s_ + r);
     s.weight_bytes = weights_->device_bytes();
@@ -303,7 +308,7 @@ class VkBackendImpl final : public VkBackend {
   BackendOptions opt_;
   Rwkv7Hparams hp_;
   Clock::time_point open_;
-  double usable_s_ = 0, upload_start_s_ = 0;
+  double usable_s_ = 0, upload_start_s_ = 0, device_s_ = 0, forward_setup_s_ = 0;
   // Declaration order is destruction order reversed: the device outlives everything on it.
   std::unique_ptr<Device> dev_;
   std::unique_ptr<Pipelines> pipes_;
