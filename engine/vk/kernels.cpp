@@ -167,7 +167,8 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size, uint32_t
   keys.push_back({subgroup_variant("out_ln"), {row_wg_}});
   if (wkv_sg(head_size)) {
     keys.push_back(wkv_key(head_size, 1, false, 0));
-    keys.push_back(wkv_key(head_size, wkv_long_t_, false, 0));
+    // The long-chunk variant only where some forward can reach it (never on CPU devices).
+    if (wkv_long_t_ != UINT32_MAX) keys.push_back(wkv_key(head_size, wkv_long_t_, false, 0));
     if (lora_ranks > 0 && wkv_fuses_lora(head_size, lora_ranks)) {
       keys.push_back(wkv_key(head_size, 1, true, lora_ranks));
     }
