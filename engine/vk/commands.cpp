@@ -1,5 +1,6 @@
 #include "engine/vk/commands.h"
 
+#include <chrono>
 #include <mutex>
 
 #include "engine/vk/vk_check.h"
@@ -35,6 +36,18 @@ void submit_to(VkQueue queue, std::mutex& mu, std::span<const VkCommandBuffer> c
 }
 
 }  // namespace
+
+void wait_fence(Device& dev, VkFence fence) {
+  if (const uint64_t spin_us = dev.fence_spin_us(); spin_us > 0) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
+    do {
+      const VkResult r = vkGetFenceStatus(dev.device(), fence);
+      if (r == VK_SUCCESS) return;
+      if (r != VK_NOT_READY) RWKVD_VK(r);
+    } while (std::chrono::steady_clock::now() < until);
+  }
+  RWKVD_VK(vkWaitForFences(dev.device(), 1, &fence, VK_TRUE, UINT64_MAX));
+}
 
 void submit(Device& dev, std::span<const VkCommandBuffer> cbs, VkFence fence,
             const SubmitSync& sync) {
@@ -82,7 +95,7 @@ void Commands::run_now(const std::function<void(VkCommandBuffer)>& fn) {
 void Commands::submit_and_wait(std::span<const VkCommandBuffer> cbs) {
   RWKVD_VK(vkResetFences(dev_.device(), 1, &fence_));
   submit(dev_, cbs, fence_);
-  RWKVD_VK(vkWaitForFences(dev_.device(), 1, &fence_, VK_TRUE, UINT64_MAX));
+  wait_fence(dev_, fence_);
 }
 
 }  // namespace rwkvd::engine::vk

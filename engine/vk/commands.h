@@ -26,6 +26,11 @@ void submit(Device& dev, std::span<const VkCommandBuffer> cbs, VkFence fence,
 void submit_transfer(Device& dev, std::span<const VkCommandBuffer> cbs, VkFence fence,
                      const SubmitSync& sync = {});
 
+// Waits for `fence`, polling it first for up to Device::fence_spin_us(): a decode step is a few
+// milliseconds of GPU work the host waits on, and a blocking wait's wake-up adds its latency to
+// every step (H100: 0.1B Q4_K_M gen-1 +7-11%, 2.9B +4-6%; docs/PERFORMANCE.md).
+void wait_fence(Device& dev, VkFence fence);
+
 class Commands {
  public:
   explicit Commands(Device& dev);

@@ -175,6 +175,12 @@ Device::Device() {
     phys_ = choose_device(instance_);
     vkGetPhysicalDeviceProperties(phys_, &props_);
     vkGetPhysicalDeviceMemoryProperties(phys_, &mem_props_);
+    // Polling a fence costs a host core while the GPU works; on a CPU device (lavapipe) that core
+    // is one the "GPU" needs, so it blocks there.
+    fence_spin_us_ = props_.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0 : 20000;
+    if (const char* v = std::getenv("RWKVD_VK_FENCE_SPIN_US"); v != nullptr && *v != '\0') {
+      fence_spin_us_ = std::strtoull(v, nullptr, 10);
+    }
 
     // A compute queue; prefer a family without graphics (often the less contended one).
     uint32_t nf = 0;

@@ -59,6 +59,10 @@ class Device {
   uint32_t transfer_family() const { return transfer_family_; }
   std::mutex& transfer_mutex() { return dedicated_transfer() ? transfer_mu_ : queue_mu_; }
 
+  // How long a host wait for this device's work polls its fence before blocking (wait_fence):
+  // 20 ms on GPUs, 0 on CPU devices; $RWKVD_VK_FENCE_SPIN_US overrides.
+  uint64_t fence_spin_us() const { return fence_spin_us_; }
+
   // Validation errors reported since the device was created (0 when validation is off).
   static uint64_t validation_errors();
   static bool validation_enabled();
@@ -80,6 +84,7 @@ class Device {
   VkPhysicalDeviceProperties props_{};
   VkPhysicalDeviceMemoryProperties mem_props_{};
   DeviceFeatures features_;
+  uint64_t fence_spin_us_ = 0;
   std::mutex queue_mu_;
 };
 

@@ -240,7 +240,7 @@ class VkBackendImpl final : public VkBackend {
       }
     }
     const auto t_submitted = Clock::now();
-    RWKVD_VK(vkWaitForFences(dev_->device(), 1, &fence_, VK_TRUE, UINT64_MAX));
+    wait_fence(*dev_, fence_);
     const auto t_done = Clock::now();
     forward_->collect_profile(shape, resident);
 

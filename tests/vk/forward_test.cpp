@@ -146,6 +146,20 @@ TEST_F(VkForward, SmallStagingUploadsTheSameWeights) {
   EXPECT_GE(b->load_stats().resident_ms, 0);
 }
 
+// The host polls the fence of each forward and state transfer before blocking (on GPUs by
+// default; lavapipe blocks unless told): polling returns once the work is done, with its results.
+TEST_F(VkForward, PollingTheFenceWaitsForTheWork) {
+  RWKVD_FIXTURE(model, "rwkv7/tiny-rwkv7-834K.f32.gguf");
+  const auto toks = long_prompt(40, 256);
+  auto ref = gpu(model, 8);
+  const auto want = run_one(*ref, toks, OutputMode::kAllLogits);
+  setenv("RWKVD_VK_FENCE_SPIN_US", "10000000", 1);
+  auto b = gpu(model, 8);
+  unsetenv("RWKVD_VK_FENCE_SPIN_US");
+  EXPECT_EQ(run_one(*b, toks, OutputMode::kAllLogits), want);
+  EXPECT_EQ(test::read_state(*b, 0), test::read_state(*ref, 0));
+}
+
 TEST_F(VkForward, ReportsLoadTimesAndDispatches) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q4_k_m.gguf");
   auto b = gpu(model);
