@@ -98,7 +98,8 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   mt_min_t_ = env_u32("RWKVD_VK_MT_MIN_T", 9);
   coopmat_ = dev.features().coopmat;
   mc_small_grid_ = env_u32("RWKVD_VK_MC_SMALL_GRID", 1024);
-  mc_rows_ = env_u32("RWKVD_VK_MC_ROWS", 0);  // 64 or 128 forces a tile height; 0: mc_rows()
+  mc_rows_ = env_u32("RWKVD_VK_MC_ROWS", 0);      // 64 or 128 forces a tile height; 0: mc_rows()
+  mc_tokens_ = env_u32("RWKVD_VK_MC_TOKENS", 0);  // 32 or 64 forces a tile width; 0: by grid
   wkv_portable_ = std::getenv("RWKVD_VK_WKV_PORTABLE") != nullptr;
   // Invocations per channel in wkv's LoRA up phase (more where the ranks need it): H100, 2.9B
   // Q4_K_M decode, see docs/PERFORMANCE.md.
@@ -148,6 +149,10 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size, uint32_t
     if (coopmat_ && (!is_float_type(t) || t == GgmlType::F32)) {  // F32: MmSlot::half_ok
       for (const uint32_t rows : {64u, 128u}) {
         if (mc_rows_ != 0 ? rows != mc_rows_ : rows == 128 && t != GgmlType::Q4_K) continue;
+        if (mc_tokens_ == 32 || mc_tokens_ == 64) {
+          keys.push_back({mc_name(t, rows, mc_tokens_), {}});
+          continue;
+        }
         keys.push_back({mc_name(t, rows, kTileTokens), {}});
         keys.push_back({mc_name(t, rows, 32), {}});
       }
@@ -368,11 +373,17 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
   if (k32 && T >= mt_min_t_) {  // (mv took every T <= mv_max_t_ above)
     const uint32_t n_slots = static_cast<uint32_t>(slots.size());
     if (coopmat) {
-      // 32-token tiles where 64-token ones would leave the GPU short of workgroups.
+      // 32-token tiles where 64-token ones would leave the GPU short of invocations (a 128-row
+      // workgroup has twice a 64-row one's: H100, 512 tokens, Q4_K 2560 -> 10240 on 128 rows,
+      // 32 tokens 351 us, 64 tokens 263 us).
+      // Q6_K takes 64-token tiles whenever it has 64 tokens: its pieces cost the most to decode,
+      // and a wider tile decodes each for more tokens (10240 -> 2560 703 -> 609 us, 2560 -> 2560
+      // 169 -> 153 us; Q4_K 2560 -> 2560 111 -> 117 us the other way).
       const uint32_t rows = mc_rows(type, max_n, T, n_slots);
-      const uint32_t tokens =
-          ceil_div(max_n, rows) * ceil_div(T, kTileTokens) * n_slots < mc_small_grid_ ? 32
-                                                                                      : kTileTokens;
+      const uint32_t grid = ceil_div(max_n, rows) * ceil_div(T, kTileTokens) * n_slots;
+      uint32_t tokens = grid * (rows / kTileRows) < mc_small_grid_ ? 32 : kTileTokens;
+      if (type == GgmlType::Q6_K && T > 32) tokens = kTileTokens;
+      if (mc_tokens_ == 32 || mc_tokens_ == 64) tokens = mc_tokens_;
       bind(cb, set, pipes_.get(mc_name(type, rows, tokens), {}), &pc, sizeof(pc));
       vkCmdDispatch(cb, ceil_div(max_n, rows), ceil_div(T, tokens), n_slots);
       return;

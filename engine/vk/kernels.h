@@ -175,6 +175,8 @@ class Kernels {
   uint32_t mc_small_grid_ = 1024;
   // mc.comp's rows per workgroup: $RWKVD_VK_MC_ROWS (64 or 128) forces one; 0: mc_rows() picks.
   uint32_t mc_rows_ = 0;
+  // mc.comp's tokens per tile: $RWKVD_VK_MC_TOKENS (32 or 64) forces one; 0: by grid size.
+  uint32_t mc_tokens_ = 0;
 };
 
 // Shader-name suffix of a weight type ("q4_k").

@@ -121,22 +121,37 @@ TEST_P(VkMatmul, MatchesDequantizedCpuProductEveryEpilogue) {
     VkRig rig;
     unsetenv("RWKVD_VK_NO_SUBGROUP");
     const uint64_t errors = Device::validation_errors();
-    // Tensor-core tiles: the default, then 64 tokens forced, then both with 128 rows.
-    for (const int tiles : {0, 1, 2, 3}) {
-      const bool big_tiles = tiles % 2 == 1, rows128 = tiles >= 2;
-      if (tiles > 0) {
+    // Tensor-core tiles: the default, then each forced variant of mc.comp.
+    struct Tiles {
+      const char* label;
+      std::vector<std::pair<const char*, const char*>> env;
+    };
+    const std::vector<Tiles> tiles = {
+        {"", {}},
+        {", 64-token mc tiles", {{"RWKVD_VK_MC_SMALL_GRID", "0"}}},
+        {", 128-row mc tiles", {{"RWKVD_VK_MC_ROWS", "128"}}},
+        {", 128-row 64-token mc tiles",
+         {{"RWKVD_VK_MC_ROWS", "128"}, {"RWKVD_VK_MC_SMALL_GRID", "0"}}},
+        {", 128-token mc tiles", {{"RWKVD_VK_MC_TOKENS", "128"}}},
+        {", double-buffered mc tiles", {{"RWKVD_VK_MC_DB", "1"}}},
+        {", double-buffered 64-token mc tiles",
+         {{"RWKVD_VK_MC_DB", "1"}, {"RWKVD_VK_MC_TOKENS", "64"}}},
+    };
+    for (size_t ti = 0; ti < tiles.size(); ++ti) {
+      if (ti > 0) {
         if (!rig.dev->features().coopmat) break;
-        if (big_tiles) setenv("RWKVD_VK_MC_SMALL_GRID", "0", 1);
-        if (rows128) setenv("RWKVD_VK_MC_ROWS", "128", 1);
+        for (const auto& [k, v] : tiles[ti].env) setenv(k, v, 1);
         rig.kernels = std::make_unique<engine::vk::Kernels>(*rig.dev, *rig.pipes);
-        unsetenv("RWKVD_VK_MC_SMALL_GRID");
-        unsetenv("RWKVD_VK_MC_ROWS");
+        for (const auto& [k, v] : tiles[ti].env) unsetenv(k);
       }
-      for (const auto& [T, K] :
-           {std::pair{1u, 512u}, {3u, 512u}, {11u, 512u}, {70u, 512u}, {1u, 1280u}, {3u, 1280u}}) {
-        SCOPED_TRACE("T = " + std::to_string(T) + ", K = " + std::to_string(K) +
-                     (big_tiles ? ", 64-token mc tiles" : "") +
-                     (rows128 ? ", 128-row mc tiles" : ""));
+      for (const auto& [T, K] : {std::pair{1u, 512u},
+                                 {3u, 512u},
+                                 {11u, 512u},
+                                 {70u, 512u},
+                                 {150u, 512u},
+                                 {1u, 1280u},
+                                 {3u, 1280u}}) {
+        SCOPED_TRACE("T = " + std::to_string(T) + ", K = " + std::to_string(K) + tiles[ti].label);
         check_product(rig, GetParam(), T, K, subgroups);
         if (HasFatalFailure() || IsSkipped()) return;
       }
