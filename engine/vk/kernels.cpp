@@ -190,6 +190,15 @@ uint32_t Kernels::mv_rows(uint32_t /*tokens*/) const {
   return mv_rows_ > 0 ? mv_rows_ : 2;
 }
 
+// mvq.comp's rows per subgroup: one at one token (H100 vk_kernel_bench, int8 inputs, one row
+// against two: Q4_K 2560 -> 10240 13.6 -> 12.5 us, 10240 -> 2560 13.7 -> 12.0, 2560 -> 2560 7.0
+// -> 6.1; Q6_K 10240 -> 2560 22.7 -> 17.2; the 65536-row head 93 -> 97), two for several tokens
+// (each decoded piece then meets twice the tokens' sums: Q4_K 2560 -> 10240 at 8 tokens 34 us
+// against 40 with one row).
+uint32_t Kernels::mvq_rows(uint32_t tokens) const {
+  return mv_rows_ > 0 ? mv_rows_ : tokens == 1 ? 1 : 2;
+}
+
 uint32_t Kernels::mv_wg(uint32_t tokens) const {
   return tokens == 1 ? mv_wg_one_ : mv_wg_;
 }
@@ -206,16 +215,18 @@ Pipelines::Key Kernels::mv_key(GgmlType type, uint32_t tt) const {
 // the variant that writes its output's int8 form takes 16 rows a workgroup (whole runs).
 Pipelines::Key Kernels::mvq_key(GgmlType type, uint32_t tt, bool qout) const {
   return {"mvq_" + weight_type_suffix(type),
-          {qout ? mvq_qout_wg() : mv_wg_one_, tt, mv_rows(tt), mvq_pieces_, qout ? 1u : 0u}};
+          {qout ? mvq_qout_wg(tt) : mv_wg_one_, tt, mvq_rows(tt), mvq_pieces_, qout ? 1u : 0u}};
 }
 
-uint32_t Kernels::mvq_qout_wg() const {
-  return 16 / mv_rows(1) * dev_.features().subgroup_size;
+uint32_t Kernels::mvq_qout_wg(uint32_t tokens) const {
+  return 16 / mvq_rows(tokens) * dev_.features().subgroup_size;
 }
 
 bool Kernels::writes_q8(GgmlType type, uint32_t N, uint32_t T) const {
-  return reads_q8(type, T) && N % 16 == 0 && 16 % mv_rows(T) == 0 &&
-         mvq_qout_wg() <= std::min(dev_.props().limits.maxComputeWorkGroupSize[0], 1024u);
+  const uint32_t tt = mv_tokens(T, mv_tt_max_);
+  return reads_q8(type, T) && N % 16 == 0 && 16 % mvq_rows(tt) == 0 &&
+         mvq_qout_wg(tt) <= std::min({dev_.props().limits.maxComputeWorkGroupSize[0],
+                                      dev_.props().limits.maxComputeWorkGroupInvocations, 1024u});
 }
 
 bool Kernels::reads_q8(GgmlType type, uint32_t T) const {
@@ -364,7 +375,8 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     }
     const Pipelines::Key key = q8 ? mvq_key(type, tt, qout) : mv_key(type, tt);
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
-    const uint32_t rows = key.second[0] / dev_.features().subgroup_size * mv_rows(tt);
+    const uint32_t rows =
+        key.second[0] / dev_.features().subgroup_size * (q8 ? mvq_rows(tt) : mv_rows(tt));
     const uint32_t gx = std::min(
         {ceil_div(max_n, rows), dev_.props().limits.maxComputeWorkGroupCount[0], max_row_groups_});
     vkCmdDispatch(cb, gx, ceil_div(T, tt), static_cast<uint32_t>(slots.size()));

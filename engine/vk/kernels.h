@@ -136,11 +136,12 @@ class Kernels {
   // wkv_sg.comp's pipeline for a forward of T tokens, with or without the LoRA up phase.
   Pipelines::Key wkv_key(uint32_t head_size, uint32_t T, bool lora, uint32_t lora_ranks) const;
   uint32_t mv_rows(uint32_t tokens) const;
+  uint32_t mvq_rows(uint32_t tokens) const;  // mvq.comp's rows per subgroup
   uint32_t mv_wg(uint32_t tokens) const;
   Pipelines::Key mv_key(GgmlType type, uint32_t tokens) const;  // mv.comp's pipeline for a type
   // mvq.comp's; qout: the variant that also writes its output's int8 form (workgroups of 16 rows).
   Pipelines::Key mvq_key(GgmlType type, uint32_t tokens, bool qout = false) const;
-  uint32_t mvq_qout_wg() const;
+  uint32_t mvq_qout_wg(uint32_t tokens) const;
   // mc.comp's pipeline for a tile of `rows` (64 or 128) rows by `tokens` (64 or 32) tokens.
   std::string mc_name(GgmlType type, uint32_t rows, uint32_t tokens) const;
   // mc.comp's tile height for a product of up to max_n rows, T tokens, n_slots weights.
