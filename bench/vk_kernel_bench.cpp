@@ -42,8 +42,9 @@ struct Gpu {
     qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
     qi.queryCount = 2;
     RWKVD_VK(vkCreateQueryPool(dev.device(), &qi, nullptr, &queries));
-    std::fprintf(stderr, "device: %s, coopmat %d, subgroup %u\n", dev.name().c_str(),
-                 dev.features().coopmat ? 1 : 0, dev.features().subgroup_size);
+    std::fprintf(stderr, "device: %s, coopmat %d, subgroup %u, shared memory %u bytes\n",
+                 dev.name().c_str(), dev.features().coopmat ? 1 : 0, dev.features().subgroup_size,
+                 dev.props().limits.maxComputeSharedMemorySize);
   }
   ~Gpu() { vkDestroyQueryPool(dev.device(), queries, nullptr); }
 
@@ -79,8 +80,9 @@ Gpu& gpu() {
 
 // One product y[T][N] = W[N][K] x[T][K] of `type`, weights device-local.
 struct Product {
-  // int8: the product reads the inputs' int8 form (mvq.comp), quantised once here.
-  Product(GgmlType weight_type, uint32_t K, uint32_t N, uint32_t tokens, bool int8 = false)
+  // form 1: the product reads the inputs' int8 form (mvq.comp), 2: their fp16 form (mc.comp on
+  // tensor cores); written once here.
+  Product(GgmlType weight_type, uint32_t K, uint32_t N, uint32_t tokens, int form = 0)
       : type(weight_type), T(tokens) {
     Gpu& g = gpu();
     const uint32_t rb = static_cast<uint32_t>(*ggml_row_bytes(weight_type, K));
@@ -89,7 +91,8 @@ struct Product {
     const auto copies = static_cast<uint32_t>(std::clamp<uint64_t>(kColdBytes / stride, 1, kChain));
     weights = Buffer(g.dev, stride * copies, MemKind::kDevice);
     const uint32_t q_off = T * K + T * N;
-    act = Buffer(g.dev, (uint64_t{q_off} + uint64_t{T} * q8_row_floats(K)) * 4, MemKind::kDevice);
+    const uint32_t h_off = q_off + T * q8_row_floats(K);
+    act = Buffer(g.dev, (uint64_t{h_off} + uint64_t{T} * K / 2) * 4, MemKind::kDevice);
     small = Buffer(g.dev, 4096, MemKind::kDevice);
     g.cmds.run_now([&](VkCommandBuffer cb) {
       vkCmdFillBuffer(cb, weights.handle(), 0, VK_WHOLE_SIZE, 0x3a3b3c3du);  // finite halves
@@ -105,7 +108,13 @@ struct Product {
       sets.push_back(pool->make(b));
     }
     slot = {K, N, 0, T * K, MmMode::kStore, rb};
-    if (int8) {
+    if (form == 2) {
+      slot.h16_off = h_off;
+      if (!g.kernels.reads_h16(type, {&slot, 1}, T)) throw std::runtime_error("no fp16 form here");
+      const Kernels::HalfRegion region{K, 0, h_off};
+      g.cmds.run_now([&](VkCommandBuffer cb) { g.kernels.to_half(cb, sets[0], T, {&region, 1}); });
+    }
+    if (form == 1) {
       if (!g.kernels.reads_q8(type, T)) throw std::runtime_error("no int8 product here");
       slot.q8_off = q_off;
       g.cmds.run_now(
@@ -147,19 +156,25 @@ BENCHMARK(BM_EmptyDispatch)->ArgName("barrier")->Arg(1)->Arg(0)->UseManualTime()
 // Decode (T tokens) and prefill products at the 2.9B model's shapes (D 2560, ffn 10240).
 void BM_Product(benchmark::State& state) {
   const auto type = static_cast<GgmlType>(state.range(0));
-  const bool int8 = state.range(5) != 0;
-  if (int8 && !gpu().kernels.reads_q8(type, static_cast<uint32_t>(state.range(3)))) {
+  const auto form = static_cast<int>(state.range(5));
+  const auto K = static_cast<uint32_t>(state.range(1)), T = static_cast<uint32_t>(state.range(3));
+  if (form == 1 && !gpu().kernels.reads_q8(type, T)) {
     state.SkipWithError("the device has no int8 product for this type");
     return;
   }
-  Product p(type, static_cast<uint32_t>(state.range(1)), static_cast<uint32_t>(state.range(2)),
-            static_cast<uint32_t>(state.range(3)), int8);
+  if (form == 2 && !gpu().kernels.uses_coopmat(type, K, T, false)) {
+    state.SkipWithError("the device runs no tensor-core product here");
+    return;
+  }
+  Product p(type, K, static_cast<uint32_t>(state.range(2)), T, form);
   state.SetLabel(std::string(ggml_traits(type).name) + (state.range(4) ? " barrier" : " overlap") +
-                 (int8 ? " int8" : ""));
+                 (form == 1   ? " int8"
+                  : form == 2 ? " fp16 inputs"
+                              : ""));
   run(state, p, state.range(4) != 0);
 }
 void product_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"type", "K", "N", "T", "barrier", "int8"});
+  b->ArgNames({"type", "K", "N", "T", "barrier", "form"});  // form: 0 float, 1 int8, 2 fp16
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::F16, GgmlType::F32}) {
     const auto ti = static_cast<int64_t>(t);
     for (const auto& [K, N] : {std::pair{2560, 10240}, {10240, 2560}, {2560, 2560}}) {
@@ -168,6 +183,7 @@ void product_args(benchmark::internal::Benchmark* b) {
       // A few sequences decoding together (gen-8, field analysis): what each token adds.
       for (int64_t T : {2, 4, 8}) b->Args({ti, K, N, T, 1, 0});
       b->Args({ti, K, N, 512, 1, 0});
+      b->Args({ti, K, N, 512, 1, 2});
       if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) {  // the same from int8 inputs
         for (int64_t T : {1, 2, 4, 8, 16}) b->Args({ti, K, N, T, 1, 1});
         b->Args({ti, K, N, 1, 0, 1});

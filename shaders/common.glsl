@@ -13,6 +13,11 @@ layout(set = 0, binding = 1) buffer Act { float act[]; };
 // The same activations as vec4 (regions and rows are multiples of 4 floats): one wide load
 // instead of four, which matters on every device and a lot on lavapipe.
 layout(set = 0, binding = 1) readonly buffer Act4 { vec4 act4[]; };
+// The same as words and 16-byte words, for packed forms of activations (int8: q8.glsl; fp16:
+// h16.comp), which must not pass through float loads or stores: those may flush patterns that
+// look like denormals.
+layout(set = 0, binding = 1) buffer ActU { uint actu[]; };
+layout(set = 0, binding = 1) readonly buffer ActU4 { uvec4 actu4[]; };
 // Every 1-D parameter of the model as float32 (norms, lerps, w0/a0/v0, k_k, k_a, r_k, ln_x).
 layout(set = 0, binding = 2) readonly buffer Vecs { float vecs[]; };
 // Recurrent state of every slot, docs/STATE_LAYOUT.md layout, slot after slot.

@@ -14,7 +14,11 @@
 // Precision: operands are rounded to fp16 (relative 2^-11). The inputs are scaled by 2^-8 first
 // (and the sums back by 2^8, both exact), so activations up to 2^24 - the relu^2 output that
 // feeds the ffn value product can pass fp16's 65504 - stay finite; the cost is an absolute
-// rounding of 2^-17 for inputs below 2^-6. Float models keep the fp32 kernels (mt.comp), whose
+// rounding of 2^-17 for inputs below 2^-6.
+//
+// X16 (specialization constant 1): x_off names the inputs' fp16 form, already scaled (h16.comp),
+// rather than their floats: half the bytes, and the tile loader stores them as they come. Every
+// row tile reads all the tokens' inputs, so in float32 they were most of the product's traffic. Float models keep the fp32 kernels (mt.comp), whose
 // results the F32 fixtures check at 1e-5.
 #extension GL_NV_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -37,6 +41,8 @@ const uint RQ = BM / 32u;       // subgroups along the rows (32 rows each); 2 al
 const uint FT = BN / 32u;       // 16-token fragments per subgroup
 const uint XP = NI / BN;        // invocations staging one token's step inputs
 const uint XV = BK / XP / 4u;   // vec4 of inputs each of them stages (2 .. 8)
+const uint XU = XV / 2u;        // the same inputs' fp16 form: uvec4 of 8 halves (1 .. 4)
+layout(constant_id = 1) const bool X16 = false;
 // Tiles in shared memory as uvec4 (8 halves): a row of BK halves is 8 uvec4, padded to 9 so
 // that the 16 rows one fragment load reads fall in different banks. The fp32 result tile for
 // the epilogue reuses the same memory once the last step is done (with 128 rows the three
@@ -67,7 +73,9 @@ void main() {
   // Staging duty: token xt of the tile, inputs 4 XV xh .. 4 XV (xh + 1) - 1 of the step.
   const uint xt = tid / XP, xh = tid % XP;
   const bool x_live = t0 + xt < T;
-  const uint x_row = (pc.x_off[s] + min(t0 + xt, T - 1u) * K) / 4u;
+  const uint x_tok = min(t0 + xt, T - 1u);
+  const uint x_row = X16 ? (pc.x_off[s] + x_tok * (K / 2u)) / 4u + XU * xh
+                         : (pc.x_off[s] + x_tok * K) / 4u + XV * xh;
   // This subgroup's part: tokens BN / 2 qt.., rows 32 qr..
   const uint sg = gl_SubgroupID, qt = sg / RQ, qr = sg % RQ;
 
@@ -82,8 +90,13 @@ void main() {
   // loads' latency hides behind the matrix work.
   const uint nq = K / BK;
   Raw raw = load_piece(s, w_row, wp);
-  vec4 xv[XV];
-  [[unroll]] for (uint j = 0; j < XV; ++j) xv[j] = x_live ? act4[x_row + XV * xh + j] : vec4(0);
+  vec4 xv[XV];   // float32 inputs (X16 false)
+  uvec4 xu[XU];  // or their fp16 form (X16 true)
+  if (X16) {
+    [[unroll]] for (uint j = 0; j < XU; ++j) xu[j] = x_live ? actu4[x_row + j] : uvec4(0);
+  } else {
+    [[unroll]] for (uint j = 0; j < XV; ++j) xv[j] = x_live ? act4[x_row + j] : vec4(0);
+  }
   for (uint q = 0; q < nq; ++q) {
     {
       const uint p = 2u * q + wp;
@@ -102,16 +115,21 @@ void main() {
       smem[kW + wr * kStride + ka + 1u] = pack8(w[2], w[3]);
       smem[kW + wr * kStride + kb] = pack8(w[4], w[5]);
       smem[kW + wr * kStride + kb + 1u] = pack8(w[6], w[7]);
-      [[unroll]] for (uint j = 0; j < XV / 2u; ++j) {
-        smem[kX + xt * kStride + XV / 2u * xh + j] =
-            pack8(xv[2u * j] * kInScale, xv[2u * j + 1u] * kInScale);
+      [[unroll]] for (uint j = 0; j < XU; ++j) {
+        smem[kX + xt * kStride + XU * xh + j] =
+            X16 ? xu[j] : pack8(xv[2u * j] * kInScale, xv[2u * j + 1u] * kInScale);
       }
     }
     barrier();
     if (q + 1u < nq) {
       raw = load_piece(s, w_row, 2u * (q + 1u) + wp);
-      const uint xo = x_row + BK * (q + 1u) / 4u + XV * xh;
-      [[unroll]] for (uint j = 0; j < XV; ++j) xv[j] = x_live ? act4[xo + j] : vec4(0);
+      if (X16) {
+        const uint xo = x_row + BK * (q + 1u) / 8u;
+        [[unroll]] for (uint j = 0; j < XU; ++j) xu[j] = x_live ? actu4[xo + j] : uvec4(0);
+      } else {
+        const uint xo = x_row + BK * (q + 1u) / 4u;
+        [[unroll]] for (uint j = 0; j < XV; ++j) xv[j] = x_live ? act4[xo + j] : vec4(0);
+      }
     }
     [[unroll]] for (uint kk = 0; kk < BK / 16u; ++kk) {
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[FT], b[2];

@@ -9,11 +9,6 @@
 // or 32 weights, so 16 costs nothing extra and halves the rounding of large-range runs).
 #extension GL_EXT_spirv_intrinsics : require
 
-// The act buffer (binding 1) as words and 16-byte words: the int8 part must not pass through
-// float loads or stores, which may flush patterns that look like denormals.
-layout(set = 0, binding = 1) buffer ActU { uint actu[]; };
-layout(set = 0, binding = 1) readonly buffer ActU4 { uvec4 actu4[]; };
-
 // Floats a row's q8 form takes (its rows are this far apart).
 uint q8_row_floats(uint K) { return K / 4u + K / 8u; }
 

@@ -75,6 +75,10 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
     a_.q_fx = region(q8_row_floats(D));
     a_.q_fh = region(q8_row_floats(hp_.n_ffn));
     a_.q_embd = region(q8_row_floats(D));
+    a_.h_lerp = region(6 * (D / 2));
+    a_.h_y = region(D / 2);
+    a_.h_fx = region(D / 2);
+    a_.h_fh = region((hp_.n_ffn + 7) / 8 * 4);
     a_.total = at;
   };
   // The activations are one storage buffer: fewer tokens per forward where the device's
@@ -165,6 +169,15 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
                    {{ly.ffn_key, slot_for(ly.ffn_key, a_.fx, a_.fh, MmMode::kReluSq, a_.q_fx)}});
     p.fval = group("mm ffn value",
                    {{ly.ffn_value, slot_for(ly.ffn_value, a_.fh, a_.x, MmMode::kAdd, a_.q_fh)}});
+    // Tensor-core products read their inputs' fp16 form (record_half() writes it), all but the
+    // LoRA up products (inputs of four widths, few bytes).
+    const uint32_t TH = Tc * (D / 2);
+    for (MmGroup& g : p.first) {
+      for (MmSlot& sl : g.slots) sl.h16_off = a_.h_lerp + (sl.x_off - a_.lerp) / TD * TH;
+    }
+    p.out[0].slots[0].h16_off = a_.h_y;
+    p.fkey[0].slots[0].h16_off = a_.h_fx;
+    p.fval[0].slots[0].h16_off = a_.h_fh;
     for (auto* gs : {&p.first, &p.second, &p.out, &p.fkey, &p.fval}) {
       for (const MmGroup& g : *gs) types.push_back(g.type);
     }
@@ -256,6 +269,24 @@ bool Forward::reads_q8(const std::vector<MmGroup>& groups, uint32_t T) const {
 bool Forward::fkey_writes_q8(const LayerPlan& p, uint32_t T) const {
   return reads_q8(p.fval, T) && p.fkey.size() == 1 && reads_q8(p.fkey[0], T) &&
          kernels_.writes_q8(p.fkey[0].type, hp_.n_ffn, T);
+}
+
+void Forward::record_half(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T,
+                          uint32_t prof) {
+  std::vector<Kernels::HalfRegion> regions;
+  for (const MmGroup& g : groups) {
+    if (!kernels_.reads_h16(g.type, g.slots, T)) continue;
+    for (const MmSlot& sl : g.slots) {
+      const bool seen =
+          std::any_of(regions.begin(), regions.end(),
+                      [&](const Kernels::HalfRegion& r) { return r.h_off == sl.h16_off; });
+      if (!seen) regions.push_back({sl.K, sl.x_off, sl.h16_off});
+    }
+  }
+  if (regions.empty()) return;
+  kernels_.to_half(cb, base_set_, T, regions);
+  profiler_.stamp(cb, prof, "h16");
+  Kernels::compute_barrier(cb);
 }
 
 uint32_t Forward::lerp_q8_mask(const std::vector<MmGroup>& groups, uint32_t T) const {
@@ -383,6 +414,7 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
   kernels_.shift(cb, base_set_, tm, s.T);
   profiler_.stamp(cb, prof, "shift att");
   Kernels::compute_barrier(cb);
+  record_half(cb, p.first, s.T, prof);
   record_mm(cb, p.first, s.T, prof);
   Kernels::compute_barrier(cb);
   const bool fuse_lora = fuse_lora_ && s.T <= kFusedLoraMaxT;
@@ -427,6 +459,7 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
   kernels_.wkv(cb, fuse_lora ? p.second[0].set : base_set_, wk, hp_.n_head, N, s.B, s.T);
   profiler_.stamp(cb, prof, "wkv");
   Kernels::compute_barrier(cb);
+  record_half(cb, p.out, s.T, prof);
   record_mm(cb, p.out, s.T, prof);
   Kernels::compute_barrier(cb);
   ShiftArgs cm{D,
@@ -452,6 +485,7 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
   kernels_.shift(cb, base_set_, cm, s.T);
   profiler_.stamp(cb, prof, "shift ffn");
   Kernels::compute_barrier(cb);
+  record_half(cb, p.fkey, s.T, prof);
   // The ffn value product's int8 input: written by the ffn key product where it can, else by a
   // dispatch of its own.
   if (fkey_writes_q8(p, s.T)) {
@@ -467,6 +501,7 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
     profiler_.stamp(cb, prof, "q8 ffn");
     Kernels::compute_barrier(cb);
   }
+  record_half(cb, p.fval, s.T, prof);
   record_mm(cb, p.fval, s.T, prof);
 }
 

@@ -34,10 +34,11 @@ struct ForwardShape {
 
 // Float offsets of the activation regions (each [T_cap][width]). The q_ regions hold the int8
 // form (shaders/q8.glsl) of the inputs of K-quant decode products: lerps (6, as lerp), y, fx, fh,
-// embd (the head's).
+// embd (the head's). The h_ regions hold the fp16 form (shaders/h16.comp) of the inputs of
+// tensor-core products: lerps (6), y, fx, fh.
 struct ActLayout {
   uint32_t x, lerp, save_a, save_f, r, k, v, hw, ha, hv, hg, wl, al, vl, g, vf, y, fx, fh, embd,
-      logits, q_lerp, q_y, q_fx, q_fh, q_embd;
+      logits, q_lerp, q_y, q_fx, q_fh, q_embd, h_lerp, h_y, h_fx, h_fh;
   uint32_t total;
 };
 
@@ -96,6 +97,10 @@ class Forward {
   bool reads_q8(const MmGroup& group, uint32_t T) const;
   bool reads_q8(const std::vector<MmGroup>& groups, uint32_t T) const;
   uint32_t lerp_q8_mask(const std::vector<MmGroup>& groups, uint32_t T) const;
+  // Writes the fp16 form of the inputs that `groups` read as such at T tokens (h16.comp), then
+  // a barrier; nothing where none does.
+  void record_half(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T,
+                   uint32_t prof);
   // Whether the ffn key product writes the int8 form of its output for the ffn value product.
   bool fkey_writes_q8(const LayerPlan& p, uint32_t T) const;
 

@@ -17,7 +17,8 @@ constexpr uint32_t kCoopmatK = 64;                    // mc.comp BK: K must be a
 constexpr uint32_t kWkvBlock = 8;  // wkv_sg.comp TB: tokens per block (a multiple of 4)
 // wkv_sg.comp LL: weight vec4 a lane of its LoRA up phase holds at most (registers).
 constexpr uint32_t kWkvLoraLoadsMax = 40;
-constexpr uint32_t kQ8Wg = 64;  // q8.comp workgroup
+constexpr uint32_t kQ8Wg = 64;   // q8.comp workgroup
+constexpr uint32_t kH16Wg = 64;  // h16.comp workgroup
 
 struct MmPush {
   uint32_t K[4], N[4], x_off[4], y_off[4], mode[4], row_bytes[4], yq_off[4];
@@ -71,6 +72,11 @@ uint32_t wkv_shared_bytes(uint32_t ns, uint32_t lanes, uint32_t block, uint32_t 
   return 28 * block * ns + 4 * block + 2 * ns * lanes + lora + 16 * 256;
 }
 
+struct H16Push {
+  uint32_t T;
+  uint32_t K[Kernels::kHalfRegions], x_off[Kernels::kHalfRegions], h_off[Kernels::kHalfRegions];
+};
+
 struct Q8Push {
   uint32_t K, T, x_off, q_off;
 };
@@ -97,7 +103,8 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   }
   mt_min_t_ = env_u32("RWKVD_VK_MT_MIN_T", 9);
   coopmat_ = dev.features().coopmat;
-  mc_small_grid_ = env_u32("RWKVD_VK_MC_SMALL_GRID", 1024);
+  half_inputs_ = env_u32("RWKVD_VK_HALF_INPUTS", 1) != 0;
+  mc_small_grid_ = env_u32("RWKVD_VK_MC_SMALL_GRID", 256);
   mc_rows_ = env_u32("RWKVD_VK_MC_ROWS", 0);      // 64 or 128 forces a tile height; 0: mc_rows()
   mc_tokens_ = env_u32("RWKVD_VK_MC_TOKENS", 0);  // 32 or 64 forces a tile width; 0: by grid
   wkv_portable_ = std::getenv("RWKVD_VK_WKV_PORTABLE") != nullptr;
@@ -149,12 +156,14 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size, uint32_t
     if (coopmat_ && (!is_float_type(t) || t == GgmlType::F32)) {  // F32: MmSlot::half_ok
       for (const uint32_t rows : {64u, 128u}) {
         if (mc_rows_ != 0 ? rows != mc_rows_ : rows == 128 && t != GgmlType::Q4_K) continue;
-        if (mc_tokens_ == 32 || mc_tokens_ == 64) {
-          keys.push_back({mc_name(t, rows, mc_tokens_), {}});
-          continue;
+        for (const bool x16 : {false, true}) {  // LoRA up products read floats, the rest fp16
+          if (mc_tokens_ == 32 || mc_tokens_ == 64) {
+            keys.push_back(mc_key(t, rows, mc_tokens_, x16));
+            continue;
+          }
+          keys.push_back(mc_key(t, rows, kTileTokens, x16));
+          keys.push_back(mc_key(t, rows, 32, x16));
         }
-        keys.push_back({mc_name(t, rows, kTileTokens), {}});
-        keys.push_back({mc_name(t, rows, 32), {}});
       }
     }
     if (mv_max_t_ > 0) {
@@ -168,6 +177,7 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size, uint32_t
     keys.push_back({"embed_" + ts, {row_wg_}});
   }
   if (dev_.features().int_dot) keys.push_back({"q8", {kQ8Wg}});
+  if (coopmat_) keys.push_back({"h16", {kH16Wg}});
   keys.push_back({subgroup_variant("shift"), {row_wg_}});
   keys.push_back({subgroup_variant("out_ln"), {row_wg_}});
   if (wkv_sg(head_size)) {
@@ -241,9 +251,40 @@ void Kernels::quantize_q8(VkCommandBuffer cb, VkDescriptorSet set, uint32_t K, u
   vkCmdDispatch(cb, ceil_div(K / 4, kQ8Wg), T, 1);
 }
 
+bool Kernels::reads_h16(GgmlType type, std::span<const MmSlot> slots, uint32_t T) const {
+  return half_inputs_ && !slots.empty() &&
+         std::all_of(slots.begin(), slots.end(), [&](const MmSlot& s) {
+           return s.h16_off != kNoQ8 && uses_coopmat(type, s.K, T, s.half_ok);
+         });
+}
+
+void Kernels::to_half(VkCommandBuffer cb, VkDescriptorSet set, uint32_t T,
+                      std::span<const HalfRegion> regions) {
+  if (regions.empty() || regions.size() > kHalfRegions || T == 0) {
+    throw EngineError("vk to_half: 1 to 8 regions and T > 0 required");
+  }
+  H16Push pc{};
+  pc.T = T;
+  uint32_t max_k = 0;
+  for (size_t i = 0; i < regions.size(); ++i) {
+    if (regions[i].K % 8 != 0) throw EngineError("vk to_half: K % 8 == 0 required");
+    pc.K[i] = regions[i].K;
+    pc.x_off[i] = regions[i].x_off;
+    pc.h_off[i] = regions[i].h_off;
+    max_k = std::max(max_k, regions[i].K);
+  }
+  bind(cb, set, pipes_.get("h16", {kH16Wg}), &pc, sizeof(pc));
+  vkCmdDispatch(cb, ceil_div(max_k / 8, kH16Wg), T, static_cast<uint32_t>(regions.size()));
+}
+
 bool Kernels::uses_coopmat(GgmlType type, uint32_t K, uint32_t T, bool half_ok) const {
   const bool typed = !is_float_type(type) || (half_ok && type == GgmlType::F32);
   return coopmat_ && typed && K % kCoopmatK == 0 && T > mv_max_t_ && T >= mt_min_t_;
+}
+
+Pipelines::Key Kernels::mc_key(GgmlType type, uint32_t rows, uint32_t tokens, bool x16) const {
+  // Constant 0 (the workgroup size, fixed in the shader) keeps the ids in common.glsl's order.
+  return {mc_name(type, rows, tokens), {2 * rows, x16 ? 1u : 0u}};
 }
 
 std::string Kernels::mc_name(GgmlType type, uint32_t rows, uint32_t tokens) const {
@@ -387,7 +428,9 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     if (coopmat) {
       // 32-token tiles where 64-token ones would leave the GPU short of invocations (a 128-row
       // workgroup has twice a 64-row one's: H100, 512 tokens, Q4_K 2560 -> 10240 on 128 rows,
-      // 32 tokens 351 us, 64 tokens 263 us).
+      // 32 tokens 351 us, 64 tokens 263 us). Reading fp16 inputs, fewer workgroups suffice:
+      // 10240 -> 2560 (320 of 64 tokens) 368 us on 32-token tiles, 320 us on 64; 2560 -> 2560
+      // 83 -> 78 us (so the threshold went from 1024 to 256).
       // Q6_K takes 64-token tiles whenever it has 64 tokens: its pieces cost the most to decode,
       // and a wider tile decodes each for more tokens (10240 -> 2560 703 -> 609 us, 2560 -> 2560
       // 169 -> 153 us; Q4_K 2560 -> 2560 111 -> 117 us the other way).
@@ -396,7 +439,14 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       uint32_t tokens = grid * (rows / kTileRows) < mc_small_grid_ ? 32 : kTileTokens;
       if (type == GgmlType::Q6_K && T > 32) tokens = kTileTokens;
       if (mc_tokens_ == 32 || mc_tokens_ == 64) tokens = mc_tokens_;
-      bind(cb, set, pipes_.get(mc_name(type, rows, tokens), {}), &pc, sizeof(pc));
+      // The inputs' fp16 form where every slot has one (the forward writes it for its large
+      // products): half the bytes of the reads that dominate mc.comp's traffic.
+      const bool x16 = reads_h16(type, slots, T);
+      if (x16) {
+        for (size_t i = 0; i < slots.size(); ++i) pc.x_off[i] = slots[i].h16_off;
+      }
+      const Pipelines::Key key = mc_key(type, rows, tokens, x16);
+      bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
       vkCmdDispatch(cb, ceil_div(max_n, rows), ceil_div(T, tokens), n_slots);
       return;
     }

@@ -30,6 +30,9 @@ struct MmSlot {
   uint32_t q8_off = kNoQ8;
   // act float offset where mm() also writes y's int8 form (needs writes_q8()).
   uint32_t yq_off = kNoQ8;
+  // act float offset of x's fp16 form (shaders/h16.comp: T rows of K / 2 words), where the
+  // forward wrote one; on tensor cores (uses_coopmat()) mm() reads it instead of x.
+  uint32_t h16_off = kNoQ8;
   // F32 weights that may run on the fp16 tensor cores with many tokens (mc.comp's precision):
   // the LoRA products of a model whose large products are quantised and run there anyway.
   bool half_ok = false;
@@ -93,6 +96,16 @@ class Kernels {
   // The int8 form of x [T][K] at act offset x_off, to q_off (shaders/q8.comp); K % 32 == 0.
   void quantize_q8(VkCommandBuffer cb, VkDescriptorSet set, uint32_t K, uint32_t T, uint32_t x_off,
                    uint32_t q_off);
+  // Whether mm() runs these products on tensor cores reading their inputs' fp16 form (every
+  // slot has an h16_off): the caller must have written it (to_half()).
+  bool reads_h16(GgmlType type, std::span<const MmSlot> slots, uint32_t T) const;
+  // The fp16 form (shaders/h16.comp) of up to kHalfRegions activation regions at T tokens.
+  struct HalfRegion {
+    uint32_t K, x_off, h_off;  // K % 8 == 0
+  };
+  static constexpr size_t kHalfRegions = 8;
+  void to_half(VkCommandBuffer cb, VkDescriptorSet set, uint32_t T,
+               std::span<const HalfRegion> regions);
   void embed(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type, const EmbedArgs& a,
              uint32_t T);
   void shift(VkCommandBuffer cb, VkDescriptorSet set, const ShiftArgs& a, uint32_t T);
@@ -144,6 +157,8 @@ class Kernels {
   uint32_t mvq_qout_wg(uint32_t tokens) const;
   // mc.comp's pipeline for a tile of `rows` (64 or 128) rows by `tokens` (64 or 32) tokens.
   std::string mc_name(GgmlType type, uint32_t rows, uint32_t tokens) const;
+  // Its pipeline; x16: reading the inputs' fp16 form.
+  Pipelines::Key mc_key(GgmlType type, uint32_t rows, uint32_t tokens, bool x16) const;
   // mc.comp's tile height for a product of up to max_n rows, T tokens, n_slots weights.
   uint32_t mc_rows(GgmlType type, uint32_t max_n, uint32_t T, uint32_t n_slots) const;
   // The shader's _sg variant (subgroup reductions) where the device has subgroup arithmetic.
@@ -170,10 +185,11 @@ class Kernels {
   uint32_t mvq_pieces_ = 2;
   // The tiled product (mt.comp) for T > mv_max_t_ and T >= mt_min_t_ ($RWKVD_VK_MT_MIN_T).
   uint32_t mt_min_t_ = 9;
-  bool coopmat_ = false;  // the device has mc.comp's matrices (DeviceFeatures::coopmat)
+  bool coopmat_ = false;     // the device has mc.comp's matrices (DeviceFeatures::coopmat)
+  bool half_inputs_ = true;  // $RWKVD_VK_HALF_INPUTS=0: mc.comp reads floats (comparison only)
   // mc.comp takes 32-token tiles when 64-token ones would make fewer workgroups than this
   // ($RWKVD_VK_MC_SMALL_GRID; 0 never, a huge value always).
-  uint32_t mc_small_grid_ = 1024;
+  uint32_t mc_small_grid_ = 256;
   // mc.comp's rows per workgroup: $RWKVD_VK_MC_ROWS (64 or 128) forces one; 0: mc_rows() picks.
   uint32_t mc_rows_ = 0;
   // mc.comp's tokens per tile: $RWKVD_VK_MC_TOKENS (32 or 64) forces one; 0: by grid size.

@@ -11,6 +11,7 @@
 #include "engine/error.h"
 #include "engine/ggml_type.h"
 #include "engine/quant/dequant.h"
+#include "engine/quant/half.h"
 #include "tests/vk/q8_check.h"
 #include "tests/vk/vk_harness.h"
 
@@ -132,10 +133,6 @@ TEST_P(VkMatmul, MatchesDequantizedCpuProductEveryEpilogue) {
         {", 128-row mc tiles", {{"RWKVD_VK_MC_ROWS", "128"}}},
         {", 128-row 64-token mc tiles",
          {{"RWKVD_VK_MC_ROWS", "128"}, {"RWKVD_VK_MC_SMALL_GRID", "0"}}},
-        {", 128-token mc tiles", {{"RWKVD_VK_MC_TOKENS", "128"}}},
-        {", double-buffered mc tiles", {{"RWKVD_VK_MC_DB", "1"}}},
-        {", double-buffered 64-token mc tiles",
-         {{"RWKVD_VK_MC_DB", "1"}, {"RWKVD_VK_MC_TOKENS", "64"}}},
     };
     for (size_t ti = 0; ti < tiles.size(); ++ti) {
       if (ti > 0) {
@@ -183,12 +180,14 @@ void check_product(VkRig& rig, GgmlType type, uint32_t T, uint32_t K, bool subgr
       rig.make(rig.weights[s], w[s].size() / 4 + 4);
       std::memcpy(rig.weights[s].mapped(), w[s].data(), w[s].size());
     }
-    // act: x, then y of each slot.
+    // act: x, then y of each slot, then x's fp16 form (h16.comp) for tensor cores.
     uint32_t y_off[4], at = T * K;
     for (int s = 0; s < 4; ++s) {
       y_off[s] = at;
       at += T * Ns[s];
     }
+    const uint32_t h_off = (at + 3) / 4 * 4;
+    at = h_off + T * K / 2;
     rig.make(rig.vecs, 4);
     rig.make(rig.meta, 4);
     rig.make(rig.state, 4);
@@ -197,9 +196,14 @@ void check_product(VkRig& rig, GgmlType type, uint32_t T, uint32_t K, bool subgr
     // F32 weights also as the LoRA products of a quantised model (MmSlot::half_ok: on tensor
     // cores where the device has them, with their fp16 tolerance).
     const bool half_too = type == GgmlType::F32 && rig.dev->features().coopmat;
-    for (int run = 0; run < (half_too ? 4 : 2); ++run) {
+    // Runs 4 and 5: the same as 0 and 1 (2 and 3 for F32) from x's fp16 form, where tensor
+    // cores take them.
+    for (int run = 0; run < 6; ++run) {
       const auto& mode = modes[run % 2];
-      const bool half_ok = run >= 2;
+      const bool half_ok = half_too && run >= 2;
+      const bool via_h16 = run >= 4;
+      if (run >= 2 && run < 4 && !half_too) continue;
+      if (via_h16 && !rig.kernels->uses_coopmat(type, K, T, half_ok)) continue;
       const std::vector<float> prev = random_floats(at, 99);
       std::memcpy(rig.act.mapped(), prev.data(), prev.size() * 4);
       std::memcpy(rig.act.mapped(), x.data(), x.size() * 4);
@@ -208,6 +212,14 @@ void check_product(VkRig& rig, GgmlType type, uint32_t T, uint32_t K, bool subgr
         slots[s] = {K,        Ns[s],   0,
                     y_off[s], mode[s], static_cast<uint32_t>(*engine::ggml_row_bytes(type, K))};
         slots[s].half_ok = half_ok;
+        if (via_h16) slots[s].h16_off = h_off;
+      }
+      if (via_h16) {
+        ASSERT_TRUE(rig.kernels->reads_h16(type, slots, T));
+        const engine::vk::Kernels::HalfRegion region{K, 0, h_off};
+        rig.run([&](VkCommandBuffer cb) { rig.kernels->to_half(cb, set, T, {&region, 1}); });
+        // The product must read the fp16 form alone: its float source becomes NaN.
+        std::fill_n(rig.ptr<float>(rig.act), size_t{T} * K, std::nanf(""));
       }
       rig.run([&](VkCommandBuffer cb) { rig.kernels->mm(cb, set, type, slots, T); });
       const bool fp16 = rig.kernels->uses_coopmat(type, K, T, half_ok);
@@ -233,13 +245,46 @@ void check_product(VkRig& rig, GgmlType type, uint32_t T, uint32_t K, bool subgr
                 mode[s] == MmMode::kReluSq ? (2 * std::abs(y) + tol_y) * tol_y : tol_y;
             ASSERT_NEAR(rig.ptr<float>(rig.act)[yo], want, tol)
                 << "slot " << s << " mode " << static_cast<int>(mode[s]) << " t " << t << " o " << o
-                << (subgroups ? " (subgroups)" : " (workgroup reduction)");
+                << (subgroups ? " (subgroups)" : " (workgroup reduction)")
+                << (via_h16 ? " from the fp16 form" : "");
           }
         }
       }
     }
   }
   if (ran_coopmat) std::printf("[ coopmat  ] T = %u ran on tensor cores (mc.comp)\n", T);
+}
+
+// h16.comp: the fp16 form tensor-core products read (runs on any device, lavapipe included).
+// Each half is x * 2^-8 rounded to a neighbouring half (GLSL leaves packHalf2x16's rounding to
+// the implementation), from two regions of different widths in one dispatch.
+TEST(VkHalfForm, IsScaledInputsRoundedToHalves) {
+  VkRig rig;
+  const uint64_t errors = Device::validation_errors();
+  const uint32_t T = 3, K[2] = {64, 40};
+  const uint32_t x_off[2] = {0, T * K[0]}, h_off[2] = {T * (K[0] + K[1]), T * (K[0] + K[1] + 32)};
+  std::vector<float> x = random_floats(size_t{T} * (K[0] + K[1]), 5);
+  for (size_t i = 0; i < x.size(); i += 7) x[i] *= 3e3f;  // large activations (relu^2 outputs)
+  rig.make(rig.weights[0], 4);
+  rig.make(rig.vecs, 4);
+  rig.make(rig.meta, 4);
+  rig.make(rig.state, 4);
+  rig.make(rig.act, h_off[1] + T * K[1] / 2);
+  std::memcpy(rig.act.mapped(), x.data(), x.size() * 4);
+  const VkDescriptorSet set = rig.set();
+  const engine::vk::Kernels::HalfRegion regions[2] = {{K[0], x_off[0], h_off[0]},
+                                                      {K[1], x_off[1], h_off[1]}};
+  rig.run([&](VkCommandBuffer cb) { rig.kernels->to_half(cb, set, T, regions); });
+  const auto* words = reinterpret_cast<const uint16_t*>(rig.act.mapped());
+  for (int r = 0; r < 2; ++r) {
+    for (uint32_t i = 0; i < T * K[r]; ++i) {
+      const float want = x[x_off[r] + i] / 256.0f;
+      const uint16_t got = words[2 * h_off[r] + i], near = engine::fp32_to_fp16(want);
+      ASSERT_LE(std::abs(int{got} - int{near}), 1) << "region " << r << " element " << i << ": "
+                                                   << engine::fp16_to_fp32(got) << " for " << want;
+    }
+  }
+  RWKVD_EXPECT_NO_VALIDATION_ERRORS(errors);
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryType, VkMatmul,
