@@ -11,8 +11,12 @@ namespace rwkvd::engine::vk {
 namespace {
 
 // Most tokens per forward for which wkv does the LoRA up products itself (decode and small
-// batches; longer chunks run them as one product, which is faster there).
-constexpr uint32_t kFusedLoraMaxT = 32;
+// batches; longer chunks run them as one product, which is faster there), and most sequences:
+// each (head, sequence) workgroup reads its head's LoRA up weights, so many sequences read them
+// many times over (H100, 2.9B Q4_K_M, fused / own products alternating in one call: gen-1 378 /
+// 357 tok/s, field analysis of 6 sequences 70 / 73 ms, gen-8 967 / 969, gen-32 1372 / 1398 and
+// 1346 / 1423).
+constexpr uint32_t kFusedLoraMaxT = 32, kFusedLoraMaxB = 8;
 
 uint32_t row_bytes(const GgufTensor* t) {
   return static_cast<uint32_t>(*ggml_row_bytes(t->type, static_cast<uint64_t>(t->ne[0])));
@@ -417,7 +421,7 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
   record_half(cb, p.first, s.T, prof);
   record_mm(cb, p.first, s.T, prof);
   Kernels::compute_barrier(cb);
-  const bool fuse_lora = fuse_lora_ && s.T <= kFusedLoraMaxT;
+  const bool fuse_lora = fuse_lora_ && s.T <= kFusedLoraMaxT && s.B <= kFusedLoraMaxB;
   if (!fuse_lora) {
     record_mm(cb, p.second, s.T, prof);
     Kernels::compute_barrier(cb);

@@ -115,7 +115,8 @@ class Forward {
   std::unique_ptr<DescriptorSets> sets_;
   VkDescriptorSet base_set_ = VK_NULL_HANDLE, embed_set_ = VK_NULL_HANDLE;
   std::vector<LayerPlan> layers_;
-  // Decode forwards (T <= kFusedLoraMaxT) let wkv do the LoRA up products: every layer's are one
+  // Decode forwards (T <= kFusedLoraMaxT, B <= kFusedLoraMaxB) let wkv do the LoRA up products:
+  // every layer's are one
   // group of F32 weights with ranks of whole vec4s and the device runs wkv_sg.
   bool fuse_lora_ = false;
   std::vector<MmGroup> head_;

@@ -110,6 +110,31 @@ TEST_F(VkForward, BatchEqualsSequencesAlone) {
   test::expect_batch_equals_alone(*b, {1, 17, 40, 5}, kReorderTol);
 }
 
+// More sequences than wkv does the LoRA up products for (kFusedLoraMaxB): the batch runs them as
+// products of their own, each sequence alone inside wkv; the same numbers either way. One token
+// each, so that both take the same (int8, up to 16 tokens) K-quant products.
+TEST_F(VkForward, ManySequencesEqualSequencesAlone) {
+  RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q4_k_m.gguf");
+  constexpr uint32_t kSeqs = 10;
+  auto b = gpu(model, 32, kSeqs);
+  std::vector<std::vector<int32_t>> seqs;
+  std::vector<engine::SequenceInput> batch;
+  for (uint32_t i = 0; i < kSeqs; ++i) {
+    seqs.push_back(long_prompt(1 + 10 * i, b->hparams().n_vocab));
+    seqs.back().erase(seqs.back().begin(), seqs.back().end() - 1);
+  }
+  for (uint32_t i = 0; i < kSeqs; ++i) {
+    b->reset_state(i);
+    batch.push_back({i, seqs[i], engine::OutputMode::kLastLogits});
+  }
+  const auto together = b->run(batch);
+  for (uint32_t i = 0; i < kSeqs; ++i) {
+    const auto alone = run_one(*b, seqs[i], engine::OutputMode::kLastLogits, i);
+    const auto d = compare_rows(together[i].data, alone, b->hparams().n_vocab);
+    EXPECT_LT(d.max_abs, kReorderTol) << "sequence " << i << ": " << d.str();
+  }
+}
+
 TEST_F(VkForward, StateRoundTripContinuesExactly) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.f32.gguf");
   const auto toks = long_prompt(40, 1024);
