@@ -8,15 +8,24 @@
 //   result: its page faults included).
 // inline/encode_decode: tensor_inline + encode the reply + decode it + copy the floats out (what
 //   the socket path costs besides the socket itself).
+// The other way, a request's state from a client to the worker (a session opened from it):
+// request/inline: the client encodes the request with the state inline, the worker decodes it
+//   into the request's float vector (the socket's copies again not counted).
+// request/shm_input: the client writes the state into a shared-memory input of its own
+//   (protocol/shm_input.h) and encodes the request naming it, the worker decodes the request,
+//   reading the object with pread, and the client removes the object.
 // bytes/s = tensor bytes per second.
 #include <benchmark/benchmark.h>
 
 #include <cstring>
 #include <numeric>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "protocol/codec.h"
 #include "protocol/messages.h"
+#include "protocol/shm_input.h"
 #include "protocol/shm_ring.h"
 
 namespace {
@@ -95,6 +104,33 @@ void BM_InlineTransfer(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(kBytes));
 }
 BENCHMARK(BM_InlineTransfer)->Name("inline/encode_decode")->Unit(benchmark::kMillisecond);
+
+void BM_RequestState(benchmark::State& state, bool shm) {
+  using rwkvd::protocol::Request;
+  const auto& src = tensor();
+  for (auto _ : state) {
+    Request req;
+    req.id = 1;
+    req.op = rwkvd::protocol::Op::kSessionOpen;
+    std::optional<rwkvd::protocol::ShmInput> input;
+    if (shm) {
+      input.emplace(std::as_bytes(std::span(src)));
+      req.state_shm = Request::ShmInputRef{input->name(), input->bytes()};
+    } else {
+      req.state = src;
+    }
+    const std::string bytes = rwkvd::protocol::encode_request(req);
+    const Request got = rwkvd::protocol::decode_request(bytes);
+    benchmark::DoNotOptimize(got.state->data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(kBytes));
+}
+BENCHMARK_CAPTURE(BM_RequestState, inline, false)
+    ->Name("request/inline")
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_RequestState, shm_input, true)
+    ->Name("request/shm_input")
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

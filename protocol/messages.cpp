@@ -6,6 +6,8 @@
 #include <cstring>
 #include <limits>
 
+#include "protocol/shm_input.h"
+
 namespace rwkvd::protocol {
 namespace {
 
@@ -169,7 +171,21 @@ Sampling parse_sampling(const Value& m, const Limits& lim) {
   return s;
 }
 
-std::vector<float> parse_state_blob(const Value& v) {
+// The state inline (bin) or as a shared-memory input ({shm: name, bytes: n}), read here.
+std::vector<float> parse_state(const Value& v, const Limits& lim) {
+  if (v.kind() == Value::Kind::kMap) {
+    const Value* name = v.find("shm");
+    const Value* n = v.find("bytes");
+    if (name == nullptr || n == nullptr) {
+      fail(ErrorCode::kBadState, "state: a map must hold shm (the object's name) and bytes");
+    }
+    const uint64_t bytes = n->as_uint("state.bytes");
+    if (bytes > lim.max_shm_input_bytes) {
+      fail(ErrorCode::kTooLarge, "state: " + std::to_string(bytes) + " bytes > " +
+                                     std::to_string(lim.max_shm_input_bytes));
+    }
+    return read_shm_input(name->as_str("state.shm"), bytes);
+  }
   const auto& bytes = v.as_bin("state");
   if (bytes.empty()) fail(ErrorCode::kBadState, "state: empty");
   if (bytes.size() % sizeof(float) != 0) {
@@ -406,7 +422,7 @@ Request parse_request(const Value& msg, const Limits& lim) {
       req.leases = parse_ids(need("leases"), "leases", lim);
     }
     if (req.op == Op::kSessionSetState) need("state");
-    if (const Value* s = msg.find("state")) req.state = parse_state_blob(*s);
+    if (const Value* s = msg.find("state")) req.state = parse_state(*s, lim);
     req.return_state = get_bool(msg, "return_state", false);
     if (req.op == Op::kGenerate) {
       req.sampling = parse_sampling(msg, lim);
@@ -478,7 +494,12 @@ std::string encode_request(const Request& req) {
   if (req.op == Op::kRelease || req.op == Op::kRetain) {
     m.emplace_back("leases", Value(Value::Array(req.leases.begin(), req.leases.end())));
   }
-  if (req.state) {
+  if (req.state_shm) {
+    Value::Map ref;
+    ref.emplace_back("shm", Value(req.state_shm->name));
+    ref.emplace_back("bytes", Value(req.state_shm->bytes));
+    m.emplace_back("state", Value(std::move(ref)));
+  } else if (req.state) {
     Value::Bin b;
     b.bytes.assign(reinterpret_cast<const char*>(req.state->data()),
                    req.state->size() * sizeof(float));

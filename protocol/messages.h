@@ -56,13 +56,14 @@ class ProtocolError : public std::runtime_error {
 // the hello/info replies.
 struct Limits {
   uint64_t max_message_bytes = 64u << 20;
-  uint32_t max_tokens = 65536;         // tokens in one request, all inputs together
-  uint32_t max_batch = 256;            // inputs of one embed request
-  uint32_t max_text_bytes = 1u << 20;  // bytes of one text
-  uint32_t max_new_tokens = 16384;     // max_tokens of one generate
-  uint32_t max_stop = 16;              // stop strings
-  uint32_t max_stop_bytes = 256;       // bytes of one stop string
-  uint32_t max_leases = 4096;          // lease ids in one request
+  uint32_t max_tokens = 65536;                // tokens in one request, all inputs together
+  uint32_t max_batch = 256;                   // inputs of one embed request
+  uint32_t max_text_bytes = 1u << 20;         // bytes of one text
+  uint32_t max_new_tokens = 16384;            // max_tokens of one generate
+  uint32_t max_stop = 16;                     // stop strings
+  uint32_t max_stop_bytes = 256;              // bytes of one stop string
+  uint32_t max_leases = 4096;                 // lease ids in one request
+  uint64_t max_shm_input_bytes = 1ull << 30;  // one shared-memory input (shm_input.h)
 
   DecodeLimits decode_limits() const;
 };
@@ -136,7 +137,14 @@ struct Request {
   bool stream = false;
   bool return_state = false;
   std::optional<std::vector<float>> state;  // initial state, raw float32
-  Output output = Output::kLastLogits;      // forward only
+  // Encoding only: send the state as this shared-memory input (shm_input.h) instead of inline;
+  // decoding reads such a state into `state`.
+  struct ShmInputRef {
+    std::string name;
+    uint64_t bytes = 0;
+  };
+  std::optional<ShmInputRef> state_shm;
+  Output output = Output::kLastLogits;  // forward only
 };
 
 // Decodes and validates a request. On failure throws RequestError carrying the request id
@@ -197,7 +205,7 @@ Value error_reply(uint64_t id, ErrorCode code, const std::string& message);
 struct Reply {
   uint64_t id = 0;
   bool ok = false;
-  bool more = false;  // a stream chunk; more messages follow for this id
+  bool more = false;       // a stream chunk; more messages follow for this id
   bool heartbeat = false;  // heartbeat_message(): not a reply, only a sign of life
   ErrorCode code = ErrorCode::kInternal;
   std::string message;

@@ -251,6 +251,7 @@ Value Server::hello_value() const {
                     {"max_stop", Value(l.max_stop)},
                     {"max_stop_bytes", Value(l.max_stop_bytes)},
                     {"max_leases", Value(l.max_leases)},
+                    {"max_shm_input_bytes", Value(l.max_shm_input_bytes)},
                     {"max_sessions_per_client", Value(opt_.max_sessions_per_client)},
                     {"max_inflight_per_client", Value(opt_.max_inflight_per_client)},
                     {"max_leases_per_client", Value(opt_.max_leases_per_client)}};

@@ -8,6 +8,7 @@
 #include "protocol/codec.h"
 #include "protocol/endpoint.h"
 #include "protocol/ring_view.h"
+#include "protocol/shm_input.h"
 #include "protocol/shm_ring.h"
 
 namespace rwkvd::client {
@@ -75,6 +76,9 @@ struct Client::Impl {
   std::chrono::milliseconds liveness{0};
   uint64_t next_id = 1;
   std::shared_ptr<protocol::ShmReader> reader;
+  // Shared-memory inputs of the requests in flight (send()); removed once their replies came.
+  std::vector<protocol::ShmInput> inputs;
+  size_t shm_input_min_bytes = size_t{1} << 20;
   std::shared_ptr<PendingReleases> pending = std::make_shared<PendingReleases>();
 
   // A fresh DEALER: nothing queued for a dead worker survives, and the next call says hello
@@ -122,12 +126,24 @@ Client::~Client() {
   }
 }
 
+// Removes the shared-memory inputs sent by one call or call_all when it returns or throws: by
+// then the worker has read them (it reads while decoding a request, before any reply).
+struct Client::InputsInFlight {
+  Impl& impl;
+  ~InputsInFlight() { impl.inputs.clear(); }
+};
+
+void Client::set_shm_input_min_bytes(size_t bytes) {
+  impl_->shm_input_min_bytes = bytes;
+}
+
 bool Client::shm_mapped() const {
   return impl_->reader != nullptr;
 }
 
 protocol::Reply Client::call(Request& req,
                              const std::function<void(const protocol::Reply&)>& on_more) {
+  const InputsInFlight inputs{*impl_};
   send(req);
   protocol::Reply final;
   receive({&req.id, 1}, [&](size_t, protocol::Reply r) {
@@ -141,6 +157,7 @@ protocol::Reply Client::call(Request& req,
 }
 
 std::vector<protocol::Reply> Client::call_all(std::vector<Request>& reqs) {
+  const InputsInFlight inputs{*impl_};
   std::vector<uint64_t> ids;
   for (Request& req : reqs) {
     if (req.stream) throw std::invalid_argument("call_all: streamed requests are not supported");
@@ -162,6 +179,19 @@ void Client::send(Request& req) {
     std::lock_guard lock(impl_->pending->mu);
     req.release.insert(req.release.end(), impl_->pending->ids.begin(), impl_->pending->ids.end());
     impl_->pending->ids.clear();
+  }
+  // A large state goes through a shared-memory object of ours where the worker sees our objects
+  // (we mapped its ring: same host): one copy, where inline it is packed, sent through the
+  // socket and unpacked (PROTOCOL.md, "Shared-memory inputs"). Inline if the object fails.
+  if (req.state && impl_->reader &&
+      req.state->size() * sizeof(float) >= impl_->shm_input_min_bytes) {
+    try {
+      impl_->inputs.emplace_back(std::as_bytes(std::span(*req.state)));
+      req.state_shm =
+          Request::ShmInputRef{impl_->inputs.back().name(), impl_->inputs.back().bytes()};
+      req.state.reset();
+    } catch (const std::system_error&) {
+    }
   }
   const std::string bytes = protocol::encode_request(req);
   impl_->sock.send(zmq::buffer(bytes), zmq::send_flags::none);

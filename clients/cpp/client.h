@@ -103,6 +103,9 @@ class Client {
 
   const std::string& endpoint() const { return endpoint_; }
   bool shm_mapped() const;
+  // States of at least this many bytes (default 1 MiB) go to the worker as shared-memory inputs
+  // (PROTOCOL.md) while the ring is mapped; smaller ones, or SIZE_MAX, inline.
+  void set_shm_input_min_bytes(size_t bytes);
 
   protocol::Value hello();
   protocol::Value info();
@@ -155,6 +158,7 @@ class Client {
                                      uint64_t session) const;
   GenerateResult generate_result(const protocol::Reply& r);
   struct Impl;
+  struct InputsInFlight;
   std::unique_ptr<Impl> impl_;
   std::string endpoint_;
 };

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import gc
+import os
 import time
 
 import numpy as np
+
+from rwkvd import _shm
 
 
 def _chain(arr):
@@ -103,3 +106,31 @@ def test_client_rejects_shm_references_outside_the_ring(worker):
             c._tensor({"dtype": "f32", "shape": shape, "shm": dict(ref, offset=end)})
         assert ref["lease"] in c._pending  # the client gives a lease it could not use back
         c.release_now()
+
+
+def _inputs_left():
+    return sorted(n for n in os.listdir("/dev/shm") if n.startswith(_shm.INPUT_PREFIX))
+
+
+def test_large_states_go_as_shared_memory_inputs(worker, monkeypatch):
+    """A state over shm_input_min_bytes goes through an object of the client's (then removed);
+    the worker reads it as it would the bytes inline."""
+    written = []
+    real_write = _shm.write_input
+    monkeypatch.setattr(_shm, "write_input", lambda data: written.append(len(data))
+                        or real_write(data))
+    with worker.client() as c:
+        with c.session() as s:
+            s.feed("A document to analyse, long enough for a state. " * 3)
+            st = np.array(s.state())
+        want = c.generate(" Subject:", max_tokens=4, temperature=0, state=st).tokens
+        assert written == [], "under 1 MiB: inline"
+        before = _inputs_left()
+        c.shm_input_min_bytes = 0
+        assert c.generate(" Subject:", max_tokens=4, temperature=0, state=st).tokens == want
+        with c.session(st) as s2:
+            assert c.generate(" Subject:", max_tokens=4, temperature=0,
+                              session=s2.id).tokens == want
+            s2.set_state(st)
+        assert written == [st.nbytes] * 3
+        assert _inputs_left() == before, "each input object is removed after its reply"

@@ -1,7 +1,9 @@
 // A real worker on the tiny fixture model, checked against the backend run alone.
 #include <atomic>
+#include <filesystem>
 
 #include "engine/sampler.h"
+#include "protocol/shm_input.h"
 #include "tests/worker/worker_fixture.h"
 
 namespace rwkvd::test {
@@ -380,6 +382,95 @@ TEST_F(WorkerTest, ForwardEqualsBackendAloneInEveryOutputMode) {
   expect_near(rs.output.data(), ref_run(more, OutputMode::kLastLogits, &from), 1e-5f);
   ASSERT_TRUE(rs.state.has_value());
   expect_near(rs.state->data(), ref_state(), 1e-4f);
+}
+
+// Objects named like shared-memory inputs in /dev/shm (POSIX shm objects live there on Linux).
+size_t shm_inputs_left() {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+    n += e.path().filename().string().starts_with(protocol::kShmInputPrefix.substr(1)) ? 1 : 0;
+  }
+  return n;
+}
+
+TEST_F(WorkerTest, StatesAsSharedMemoryInputsActAsInlineOnes) {
+  RWKVD_FIXTURE(model, kTiny);
+  start(model);
+  auto c = connect();
+  const uint64_t doc = c->session_open();
+  c->session_feed(doc, Input{"A short document about the weather.", {}});
+  const client::Tensor t = c->session_state(doc);
+  const std::vector<float> state(t.data().begin(), t.data().end());
+  client::GenerateOptions g;
+  g.sampling.max_tokens = 4;
+  g.sampling.temperature = 0;
+  g.state = state;
+  const Input field{" Subject:", {}};
+  const std::vector<int32_t> want = c->generate(field, g).tokens;  // inline: under 1 MiB
+
+  const size_t left_before = shm_inputs_left();
+  c->set_shm_input_min_bytes(0);
+  EXPECT_EQ(c->generate(field, g).tokens, want);
+  const uint64_t held = c->session_open(state);
+  client::GenerateOptions from_session = g;
+  from_session.state.reset();
+  EXPECT_EQ(c->generate(field, from_session, {}, held).tokens, want);
+  c->session_set_state(doc, state);
+  EXPECT_EQ(c->generate(field, from_session, {}, doc).tokens, want);
+  EXPECT_EQ(shm_inputs_left(), left_before) << "every input object is removed after its reply";
+
+  // The worker reads what the request names, no more: a larger object is fine, a smaller one or
+  // a missing one is a bad_state error, and the worker keeps serving.
+  auto code_of = [&](protocol::Request& r) {
+    try {
+      c->call(r);
+    } catch (const client::WorkerError& e) {
+      return e.code();
+    }
+    return ErrorCode::kInternal;
+  };
+  std::vector<float> longer = state;
+  longer.resize(state.size() + 100, 1.0f);
+  const protocol::ShmInput big(std::as_bytes(std::span(longer)));
+  protocol::Request open;
+  open.op = protocol::Op::kSessionOpen;
+  open.state_shm = protocol::Request::ShmInputRef{big.name(), state.size() * sizeof(float)};
+  EXPECT_NO_THROW(c->session_close(c->call(open).body.find("session")->as_uint()));
+  open.state_shm->bytes = longer.size() * sizeof(float) + 4;
+  EXPECT_EQ(code_of(open), ErrorCode::kBadState) << "more bytes than the object holds";
+  open.state_shm->bytes = longer.size() * sizeof(float);
+  EXPECT_EQ(code_of(open), ErrorCode::kBadState) << "the object's size, not the model's state";
+  open.state_shm = protocol::Request::ShmInputRef{std::string(protocol::kShmInputPrefix) + "0", 4};
+  EXPECT_EQ(code_of(open), ErrorCode::kBadState) << "no such object";
+  open.state_shm = protocol::Request::ShmInputRef{"/etc/passwd", 4};
+  EXPECT_EQ(code_of(open), ErrorCode::kBadState) << "not an input's name";
+  EXPECT_EQ(c->tokenize("ok"), (std::vector<int32_t>{'o', 'k'}));
+  c->session_close(doc);
+  c->session_close(held);
+}
+
+// The client sends states from set_shm_input_min_bytes() on as shared-memory inputs, smaller
+// ones inline: a worker that takes no shared-memory input over 1 KiB tells them apart.
+TEST_F(WorkerTest, ClientSendsLargeStatesAsSharedMemoryInputs) {
+  RWKVD_FIXTURE(model, kTiny);
+  worker::ServeOptions opt;
+  opt.limits.max_shm_input_bytes = 1024;
+  start(model, opt);
+  auto c = connect();
+  const uint64_t doc = c->session_open();
+  const client::Tensor t = c->session_state(doc);
+  const std::vector<float> state(t.data().begin(), t.data().end());
+  ASSERT_GT(state.size() * sizeof(float), 1024u);
+  c->set_shm_input_min_bytes(1024);
+  try {
+    c->session_open(state);
+    FAIL() << "the state went inline";
+  } catch (const client::WorkerError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kTooLarge) << e.what();
+  }
+  c->set_shm_input_min_bytes(state.size() * sizeof(float) + 1);
+  c->session_close(c->session_open(state));  // inline
+  c->session_close(doc);
 }
 
 TEST_F(WorkerTest, BadRequestsGetErrorsAndTheWorkerKeepsServing) {

@@ -1,4 +1,5 @@
-"""Read-only view of the worker's shared-memory ring (PROTOCOL.md, "Shared-memory ring")."""
+"""Read-only view of the worker's shared-memory ring (PROTOCOL.md, "Shared-memory ring"), and
+the objects through which large request tensors go the other way ("Shared-memory inputs")."""
 from __future__ import annotations
 
 import mmap
@@ -83,3 +84,34 @@ def open_ring(name: Optional[str]) -> Optional[Ring]:
         return Ring(name)
     except (OSError, ProtocolViolation):
         return None
+
+
+INPUT_PREFIX = "rwkvd-in-"
+
+
+def write_input(data: bytes) -> Optional[str]:
+    """A new shared-memory input object (mode 0600) holding `data`; its name for the request
+    ("/rwkvd-in-<32 hex digits>"), or None where it cannot be made (the caller sends inline)."""
+    name = INPUT_PREFIX + os.urandom(16).hex()
+    path = os.path.join("/dev/shm", name)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except OSError:
+        return None
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError:
+        os.close(fd)
+        remove_input("/" + name)
+        return None
+    os.close(fd)
+    return "/" + name
+
+
+def remove_input(name: str) -> None:
+    try:
+        os.unlink(os.path.join("/dev/shm", name.lstrip("/")))
+    except FileNotFoundError:
+        pass

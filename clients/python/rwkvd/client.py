@@ -137,6 +137,10 @@ class Client:
         self._pending: "collections.deque[int]" = collections.deque()
         self._ring: Optional[_shm.Ring] = None
         self._hello: Optional[Dict[str, Any]] = None
+        # States of at least this many bytes go to the worker as shared-memory inputs while its
+        # ring is mapped (PROTOCOL.md, "Shared-memory inputs"); None: always inline.
+        self.shm_input_min_bytes: Optional[int] = 1 << 20
+        self._inputs: List[str] = []  # those of the requests in flight (_send), removed after
 
     # ---- plumbing ----
 
@@ -169,8 +173,24 @@ class Client:
         if release:
             msg["release"] = release
         msg.update({k: v for k, v in fields.items() if v is not None})
+        state = msg.get("state")
+        if (isinstance(state, bytes) and self._ring is not None
+                and self.shm_input_min_bytes is not None
+                and len(state) >= self.shm_input_min_bytes):
+            # One copy into an object of ours instead of packing it and pushing it through the
+            # socket; inline if the object cannot be made.
+            name = _shm.write_input(state)
+            if name is not None:
+                self._inputs.append(name)
+                msg["state"] = {"shm": name, "bytes": len(state)}
         self._sock.send(msgpack.packb(msg, use_bin_type=True))
         return rid
+
+    def _drop_inputs(self) -> None:
+        """Removes the shared-memory inputs sent so far: the worker read each one while it
+        decoded its request, before any reply."""
+        while self._inputs:
+            _shm.remove_input(self._inputs.pop())
 
     def _recv(self, rid: Union[int, Sequence[int]]) -> Dict[str, Any]:
         """The next reply to request `rid` (or to any of several ids)."""
@@ -212,23 +232,29 @@ class Client:
 
     def call(self, op: str, **fields: Any) -> Dict[str, Any]:
         """Low level: one request, its final reply map (stream chunks are skipped)."""
-        rid = self._send(op, fields)
-        while True:
-            reply = self._recv(rid)
-            if not reply.get("more"):
-                return reply
+        try:
+            rid = self._send(op, fields)
+            while True:
+                reply = self._recv(rid)
+                if not reply.get("more"):
+                    return reply
+        finally:
+            self._drop_inputs()
 
     def call_all(self, requests: Sequence[Tuple[str, Dict[str, Any]]]) -> List[Dict[str, Any]]:
         """Low level: sends every (op, fields) request before reading any reply, so they are in
         flight together (the worker batches concurrent generations); returns their final replies
         in order. Stream chunks are skipped."""
-        rids = [self._send(op, dict(fields)) for op, fields in requests]
-        finals: Dict[int, Dict[str, Any]] = {}
-        while len(finals) < len(rids):
-            reply = self._recv([r for r in rids if r not in finals])
-            if not reply.get("more"):
-                finals[reply["id"]] = reply
-        return [finals[r] for r in rids]
+        try:
+            rids = [self._send(op, dict(fields)) for op, fields in requests]
+            finals: Dict[int, Dict[str, Any]] = {}
+            while len(finals) < len(rids):
+                reply = self._recv([r for r in rids if r not in finals])
+                if not reply.get("more"):
+                    finals[reply["id"]] = reply
+            return [finals[r] for r in rids]
+        finally:
+            self._drop_inputs()
 
     def _tensor(self, t: Dict[str, Any]) -> np.ndarray:
         shape = tuple(t["shape"])
@@ -365,6 +391,7 @@ class Client:
                 yield Chunk(list(r.get("tokens", [])), r.get("text", ""), self._result(r))
                 return
         finally:
+            self._drop_inputs()
             if not finished:
                 try:
                     self._send("cancel", {"target": rid})

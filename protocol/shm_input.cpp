@@ -1,0 +1,102 @@
+#include "protocol/shm_input.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+
+#include "protocol/messages.h"
+#include "protocol/shm_ring.h"
+
+namespace rwkvd::protocol {
+namespace {
+
+[[noreturn]] void bad(const std::string& name, const std::string& why) {
+  throw ProtocolError(ErrorCode::kBadState, "state: shared-memory input " + name + " " + why);
+}
+
+// Closes the descriptor on every path out.
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+bool valid_shm_input_name(std::string_view name) {
+  if (!name.starts_with(kShmInputPrefix)) return false;
+  const std::string_view rest = name.substr(kShmInputPrefix.size());
+  return !rest.empty() && rest.size() <= 64 && std::all_of(rest.begin(), rest.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+  });
+}
+
+std::vector<float> read_shm_input(const std::string& name, uint64_t bytes) {
+  if (!valid_shm_input_name(name)) {
+    bad("'" + name.substr(0, 80) + "'",
+        "has not the form " + std::string(kShmInputPrefix) + "<hex digits>");
+  }
+  if (bytes == 0 || bytes % sizeof(float) != 0) {
+    bad(name, ": " + std::to_string(bytes) + " bytes is not a whole number of float32 values");
+  }
+  const Fd f{::shm_open(name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0)};
+  if (f.fd < 0) bad(name, "cannot be opened: " + std::string(std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(f.fd, &st) != 0) bad(name, "cannot be read: " + std::string(std::strerror(errno)));
+  if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+    bad(name, "is not a shared-memory object of this worker's user");
+  }
+  if (static_cast<uint64_t>(st.st_size) < bytes) {
+    bad(name, "holds " + std::to_string(st.st_size) + " bytes, fewer than the " +
+                  std::to_string(bytes) + " the request names");
+  }
+  std::vector<float> out(bytes / sizeof(float));
+  auto* dst = reinterpret_cast<char*>(out.data());
+  uint64_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = ::pread(f.fd, dst + done, bytes - done, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      bad(name, "ended after " + std::to_string(done) + " of " + std::to_string(bytes) +
+                    " bytes (it shrank while read)");
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  return out;
+}
+
+ShmInput::ShmInput(std::span<const std::byte> data)
+    : name_(std::string(kShmInputPrefix) + random_hex(16)), bytes_(data.size()) {
+  const Fd f{::shm_open(name_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)};
+  if (f.fd < 0) throw std::system_error(errno, std::generic_category(), "shm_open " + name_);
+  const char* src = reinterpret_cast<const char*>(data.data());
+  uint64_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::write(f.fd, src + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;
+      ::shm_unlink(name_.c_str());
+      throw std::system_error(err, std::generic_category(), "writing " + name_);
+    }
+    done += static_cast<uint64_t>(n);
+  }
+}
+
+ShmInput::ShmInput(ShmInput&& other) noexcept
+    : name_(std::move(other.name_)), bytes_(other.bytes_) {
+  other.name_.clear();
+}
+
+ShmInput::~ShmInput() {
+  if (!name_.empty()) ::shm_unlink(name_.c_str());
+}
+
+}  // namespace rwkvd::protocol
