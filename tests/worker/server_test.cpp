@@ -141,6 +141,14 @@ TEST_F(WorkerTest, GenerateAllOnForksMatchesOneAtATimeInTheStepsOfOne) {
   c->session_close(doc);
 }
 
+// A session fed a short document (left open as `doc`) and its state.
+std::vector<float> document_state(client::Client& c, uint64_t& doc) {
+  doc = c.session_open();
+  c.session_feed(doc, Input{"A short document about the weather.", {}});
+  const client::Tensor t = c.session_state(doc);
+  return {t.data().begin(), t.data().end()};
+}
+
 // A session opened with a state (an agent's document state, fetched earlier) and forked per
 // field: the source is uploaded once and the forks are copies on the device, all resident at
 // once (before, each fork was a host copy uploaded when it ran); each fork generates what the
@@ -149,10 +157,8 @@ TEST_F(WorkerTest, ForksOfASessionOpenedWithAStateAreCopiesOnTheDevice) {
   RWKVD_FIXTURE(model, kTiny);
   start(model);
   auto c = connect();
-  const uint64_t doc = c->session_open();
-  c->session_feed(doc, Input{"A short document about the weather.", {}});
-  const client::Tensor t = c->session_state(doc);
-  std::vector<float> state(t.data().begin(), t.data().end());
+  uint64_t doc = 0;
+  const std::vector<float> state = document_state(*c, doc);
   c->session_close(doc);
   ASSERT_EQ(slots_used_settled(*c, 0), 0u);
   const uint64_t held = c->session_open(state);
@@ -397,10 +403,8 @@ TEST_F(WorkerTest, StatesAsSharedMemoryInputsActAsInlineOnes) {
   RWKVD_FIXTURE(model, kTiny);
   start(model);
   auto c = connect();
-  const uint64_t doc = c->session_open();
-  c->session_feed(doc, Input{"A short document about the weather.", {}});
-  const client::Tensor t = c->session_state(doc);
-  const std::vector<float> state(t.data().begin(), t.data().end());
+  uint64_t doc = 0;
+  const std::vector<float> state = document_state(*c, doc);
   client::GenerateOptions g;
   g.sampling.max_tokens = 4;
   g.sampling.temperature = 0;
