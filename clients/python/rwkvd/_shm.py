@@ -5,7 +5,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 from .errors import ProtocolViolation, WorkerError, ErrorCode
 
@@ -89,7 +89,7 @@ def open_ring(name: Optional[str]) -> Optional[Ring]:
 INPUT_PREFIX = "rwkvd-in-"
 
 
-def write_input(data: bytes) -> Optional[str]:
+def write_input(data: Union[bytes, memoryview]) -> Optional[str]:
     """A new shared-memory input object (mode 0600) holding `data`; its name for the request
     ("/rwkvd-in-<32 hex digits>"), or None where it cannot be made (the caller sends inline)."""
     name = INPUT_PREFIX + os.urandom(16).hex()

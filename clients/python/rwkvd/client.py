@@ -107,8 +107,10 @@ def _is_single(inputs: Any) -> bool:
     return all(isinstance(t, (int, np.integer)) for t in seq) and len(seq) > 0
 
 
-def _state_bytes(state: np.ndarray) -> bytes:
-    return np.ascontiguousarray(state, dtype="<f4").tobytes()
+def _state_bytes(state: np.ndarray) -> memoryview:
+    """The state's float32 bytes, without a copy where it already is contiguous float32 (a
+    2.9B state: tobytes() took 9 ms)."""
+    return memoryview(np.ascontiguousarray(state, dtype="<f4")).cast("B")
 
 
 class Client:
@@ -174,7 +176,7 @@ class Client:
             msg["release"] = release
         msg.update({k: v for k, v in fields.items() if v is not None})
         state = msg.get("state")
-        if (isinstance(state, bytes) and self._ring is not None
+        if (isinstance(state, (bytes, memoryview)) and self._ring is not None
                 and self.shm_input_min_bytes is not None
                 and len(state) >= self.shm_input_min_bytes):
             # One copy into an object of ours instead of packing it and pushing it through the
