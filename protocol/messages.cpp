@@ -422,7 +422,10 @@ Request parse_request(const Value& msg, const Limits& lim) {
       req.leases = parse_ids(need("leases"), "leases", lim);
     }
     if (req.op == Op::kSessionSetState) need("state");
-    if (const Value* s = msg.find("state")) req.state = parse_state(*s, lim);
+    if (const Value* s = msg.find("state")) {
+      req.state = parse_state(*s, lim);
+      req.state_was_shm = s->kind() == Value::Kind::kMap;
+    }
     req.return_state = get_bool(msg, "return_state", false);
     if (req.op == Op::kGenerate) {
       req.sampling = parse_sampling(msg, lim);

@@ -144,6 +144,7 @@ struct Request {
     uint64_t bytes = 0;
   };
   std::optional<ShmInputRef> state_shm;
+  bool state_was_shm = false;           // decoding: `state` came from a shared-memory input
   Output output = Output::kLastLogits;  // forward only
 };
 

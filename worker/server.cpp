@@ -334,6 +334,7 @@ void Server::handle(const std::string& client, const std::string& body) {
     return;
   }
   stats_.count_request(req.op);
+  if (req.state_was_shm) stats_.shm_event("input_states");
   // Piggy-backed releases first: the client's memory is free before its next result needs it.
   // Leniently: a lease that already timed out is no error here.
   if (ring_) {

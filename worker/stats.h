@@ -52,7 +52,8 @@ class Stats {
   void add_generated_tokens(uint64_t n);
   void prefix_lookup(bool hit);
   void set_prefix_cache(uint64_t entries, uint64_t bytes, uint64_t budget);
-  void shm_event(const char* what);  // "allocations", "inline_fallbacks", "waits", "expired"
+  // "allocations", "inline_fallbacks", "waits", "expired", "input_states" (shared-memory inputs)
+  void shm_event(const char* what);
   // "gone" (vanished with work in flight), "stalled" (stopped reading: its queue filled).
   void client_event(const char* what);
   // Gauges the engine thread publishes once per loop.

@@ -422,6 +422,10 @@ TEST_F(WorkerTest, StatesAsSharedMemoryInputsActAsInlineOnes) {
   c->session_set_state(doc, state);
   EXPECT_EQ(c->generate(field, from_session, {}, doc).tokens, want);
   EXPECT_EQ(shm_inputs_left(), left_before) << "every input object is removed after its reply";
+  const protocol::Value stats = c->stats();
+  const protocol::Value* events = stats.find("shm")->find("events");
+  ASSERT_NE(events->find("input_states"), nullptr);
+  EXPECT_EQ(events->find("input_states")->as_uint(), 3u);
 
   // The worker reads what the request names, no more: a larger object is fine, a smaller one or
   // a missing one is a bad_state error, and the worker keeps serving.
