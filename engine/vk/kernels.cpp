@@ -156,7 +156,11 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size, uint32_t
     if (coopmat_ && (!is_float_type(t) || t == GgmlType::F32)) {  // F32: MmSlot::half_ok
       for (const uint32_t rows : {64u, 128u}) {
         if (mc_rows_ != 0 ? rows != mc_rows_ : rows == 128 && t != GgmlType::Q4_K) continue;
-        for (const bool x16 : {false, true}) {  // LoRA up products read floats, the rest fp16
+        // The forward's products read the fp16 form of their inputs, but for the LoRA up ones
+        // (F32, float inputs): only the variants it uses (each costs start-up time when no
+        // pipeline cache has it).
+        for (const bool x16 : {false, true}) {
+          if (x16 ? !half_inputs_ : half_inputs_ && t != GgmlType::F32) continue;
           if (mc_tokens_ == 32 || mc_tokens_ == 64) {
             keys.push_back(mc_key(t, rows, mc_tokens_, x16));
             continue;
