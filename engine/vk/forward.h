@@ -3,9 +3,10 @@
 // matrix products) built once per model, and command buffers recorded once per batch shape
 // (tokens, sequences, output rows) and replayed. While the weights upload, a shape has n_layer + 2
 // command buffers, one per upload segment (embedding, layer l, head), so a forward can start
-// while later layers are still uploading; once they are resident, one. Decode uses 9 dispatches per
-// layer when r/k/v share a weight type: shift, r/k/v, LoRA down (w1,a1,v1,g1), LoRA up, wkv,
-// output, shift, ffn key, ffn value.
+// while later layers are still uploading; once they are resident, one. Decode uses 8 dispatches per
+// layer when r/k/v share a weight type: shift, LoRA down (w1,a1,v1,g1), r/k/v, wkv (with the LoRA
+// up products), output, shift, ffn key, ffn value; long chunks add the LoRA up products and, on
+// tensor cores, the fp16 forms of the products' inputs (docs/VULKAN.md, "One layer").
 #include <vulkan/vulkan.h>
 
 #include <cstdint>
