@@ -1,12 +1,15 @@
 #include "protocol/shm_input.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <system_error>
 
@@ -28,20 +31,32 @@ struct Fd {
   }
 };
 
+// The pid an input object's name carries, 0 if it is no input's name.
+long shm_input_pid(std::string_view name) {
+  if (!name.starts_with(kShmInputPrefix)) return 0;
+  const std::string_view rest = name.substr(kShmInputPrefix.size());
+  const size_t dash = rest.find('-');
+  if (dash == std::string_view::npos || dash == 0 || dash > 10) return 0;
+  const std::string_view pid = rest.substr(0, dash), hex = rest.substr(dash + 1);
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  const auto hex_digit = [&](char c) { return digit(c) || (c >= 'a' && c <= 'f'); };
+  if (!std::all_of(pid.begin(), pid.end(), digit) || hex.empty() || hex.size() > 64 ||
+      !std::all_of(hex.begin(), hex.end(), hex_digit)) {
+    return 0;
+  }
+  return std::strtol(std::string(pid).c_str(), nullptr, 10);
+}
+
 }  // namespace
 
 bool valid_shm_input_name(std::string_view name) {
-  if (!name.starts_with(kShmInputPrefix)) return false;
-  const std::string_view rest = name.substr(kShmInputPrefix.size());
-  return !rest.empty() && rest.size() <= 64 && std::all_of(rest.begin(), rest.end(), [](char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-  });
+  return shm_input_pid(name) > 0;
 }
 
 std::vector<float> read_shm_input(const std::string& name, uint64_t bytes) {
   if (!valid_shm_input_name(name)) {
     bad("'" + name.substr(0, 80) + "'",
-        "has not the form " + std::string(kShmInputPrefix) + "<hex digits>");
+        "has not the form " + std::string(kShmInputPrefix) + "<pid>-<hex digits>");
   }
   if (bytes == 0 || bytes % sizeof(float) != 0) {
     bad(name, ": " + std::to_string(bytes) + " bytes is not a whole number of float32 values");
@@ -69,11 +84,34 @@ std::vector<float> read_shm_input(const std::string& name, uint64_t bytes) {
     }
     done += static_cast<uint64_t>(n);
   }
+  ::shm_unlink(name.c_str());  // consumed: nothing is left behind if the client dies now
   return out;
 }
 
+size_t remove_stale_shm_inputs() {
+  size_t removed = 0;
+  DIR* d = ::opendir("/dev/shm");
+  if (d == nullptr) return 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = "/" + std::string(e->d_name);
+    const long pid = shm_input_pid(name);
+    struct stat st {};
+    if (pid <= 0 || ::lstat(("/dev/shm" + name).c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_uid != ::geteuid()) {
+      continue;
+    }
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH &&
+        ::shm_unlink(name.c_str()) == 0) {
+      ++removed;
+    }
+  }
+  ::closedir(d);
+  return removed;
+}
+
 ShmInput::ShmInput(std::span<const std::byte> data)
-    : name_(std::string(kShmInputPrefix) + random_hex(16)), bytes_(data.size()) {
+    : name_(std::string(kShmInputPrefix) + std::to_string(::getpid()) + "-" + random_hex(16)),
+      bytes_(data.size()) {
   const Fd f{::shm_open(name_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)};
   if (f.fd < 0) throw std::system_error(errno, std::generic_category(), "shm_open " + name_);
   const char* src = reinterpret_cast<const char*>(data.data());

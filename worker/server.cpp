@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "protocol/codec.h"
+#include "protocol/shm_input.h"
 #include "worker/endpoint.h"
 
 namespace rwkvd::worker {
@@ -49,6 +50,8 @@ void Server::bind() {
   prepare_endpoint(opt_.endpoint, opt_.allow_remote);
   const size_t stale = protocol::ShmRing::remove_stale();
   if (stale > 0) spdlog::info("removed {} shared-memory segment(s) of dead workers", stale);
+  const size_t inputs = protocol::remove_stale_shm_inputs();
+  if (inputs > 0) spdlog::info("removed {} shared-memory input(s) of dead clients", inputs);
   if (opt_.shm_bytes > 0) {
     protocol::ShmRing::Options ro;
     ro.bytes = opt_.shm_bytes;

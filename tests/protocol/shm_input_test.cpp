@@ -2,9 +2,11 @@
 // encode/decode of a request too, and every way an object can be wrong is a bad_state error.
 #include "protocol/shm_input.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -39,22 +41,48 @@ std::filesystem::path shm_path(const std::string& name) {
   return std::filesystem::path("/dev/shm") / name.substr(1);
 }
 
-TEST(ShmInput, ReadsWhatWasWrittenAndIsRemovedWithItsWriter) {
+TEST(ShmInput, ReadingConsumesTheObjectAndAnUnreadOneGoesWithItsWriter) {
   const std::vector<float> data = ramp(1000);
-  std::string name;
+  const ShmInput in(std::as_bytes(std::span(data)));
+  EXPECT_TRUE(valid_shm_input_name(in.name())) << in.name();
+  EXPECT_TRUE(
+      in.name().starts_with(std::string(kShmInputPrefix) + std::to_string(::getpid()) + "-"));
+  EXPECT_EQ(in.bytes(), data.size() * sizeof(float));
+  struct stat st {};
+  ASSERT_EQ(::stat(shm_path(in.name()).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(read_shm_input(in.name(), in.bytes()), data);
+  EXPECT_FALSE(std::filesystem::exists(shm_path(in.name()))) << "read once, then removed";
+  EXPECT_EQ(code_of(in.name(), 4), ErrorCode::kBadState);
+
+  const ShmInput part(std::as_bytes(std::span(data)));
+  EXPECT_EQ(read_shm_input(part.name(), 40), std::vector<float>(data.begin(), data.begin() + 10));
+
+  std::string unread;
   {
-    const ShmInput in(std::as_bytes(std::span(data)));
-    name = in.name();
-    EXPECT_TRUE(valid_shm_input_name(name)) << name;
-    EXPECT_EQ(in.bytes(), data.size() * sizeof(float));
-    EXPECT_EQ(read_shm_input(name, in.bytes()), data);
-    EXPECT_EQ(read_shm_input(name, 40), std::vector<float>(data.begin(), data.begin() + 10));
-    struct stat st {};
-    ASSERT_EQ(::stat(shm_path(name).c_str(), &st), 0);
-    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    const ShmInput never(std::as_bytes(std::span(data)));
+    unread = never.name();
+    EXPECT_TRUE(std::filesystem::exists(shm_path(unread)));
   }
-  EXPECT_FALSE(std::filesystem::exists(shm_path(name)));
-  EXPECT_EQ(code_of(name, 4), ErrorCode::kBadState);
+  EXPECT_FALSE(std::filesystem::exists(shm_path(unread)));
+}
+
+// Objects of clients that died before sending them name a pid that is gone.
+TEST(ShmInput, StaleInputsOfDeadClientsAreRemoved) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  const std::string dead =
+      std::string(kShmInputPrefix) + std::to_string(child) + "-" + random_hex(8);
+  const int fd = ::shm_open(dead.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  const std::vector<float> data = ramp(4);
+  const ShmInput live(std::as_bytes(std::span(data)));
+  EXPECT_GE(remove_stale_shm_inputs(), 1u);
+  EXPECT_FALSE(std::filesystem::exists(shm_path(dead)));
+  EXPECT_TRUE(std::filesystem::exists(shm_path(live.name()))) << "ours: this pid lives";
 }
 
 TEST(ShmInput, RequestsCarryTheNameAndDecodingReadsTheState) {
@@ -99,11 +127,11 @@ TEST(ShmInput, WrongNamesSizesAndObjectsAreBadStateErrors) {
     EXPECT_EQ(code_of(bad, 4), ErrorCode::kBadState) << bad;
   }
   // A directory and a symbolic link with an input's name are refused too.
-  const std::string dir = std::string(kShmInputPrefix) + random_hex(8);
+  const std::string dir = std::string(kShmInputPrefix) + "1-" + random_hex(8);
   std::filesystem::create_directory(shm_path(dir));
   EXPECT_EQ(code_of(dir, 4), ErrorCode::kBadState);
   std::filesystem::remove(shm_path(dir));
-  const std::string link = std::string(kShmInputPrefix) + random_hex(8);
+  const std::string link = std::string(kShmInputPrefix) + "1-" + random_hex(8);
   std::filesystem::create_symlink(shm_path(in.name()), shm_path(link));
   EXPECT_EQ(code_of(link, 4), ErrorCode::kBadState);
   std::filesystem::remove(shm_path(link));

@@ -458,16 +458,22 @@ TEST_F(WorkerTest, StatesAsSharedMemoryInputsActAsInlineOnes) {
   };
   std::vector<float> longer = state;
   longer.resize(state.size() + 100, 1.0f);
-  const protocol::ShmInput big(std::as_bytes(std::span(longer)));
+  auto input = [&] { return protocol::ShmInput(std::as_bytes(std::span(longer))); };
   protocol::Request open;
   open.op = protocol::Op::kSessionOpen;
+  const protocol::ShmInput big = input();
   open.state_shm = protocol::Request::ShmInputRef{big.name(), state.size() * sizeof(float)};
   EXPECT_NO_THROW(c->session_close(c->call(open).body.find("session")->as_uint()));
-  open.state_shm->bytes = longer.size() * sizeof(float) + 4;
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm" + big.name())) << "the worker removes it";
+  const protocol::ShmInput too_few = input();
+  open.state_shm =
+      protocol::Request::ShmInputRef{too_few.name(), longer.size() * sizeof(float) + 4};
   EXPECT_EQ(code_of(open), ErrorCode::kBadState) << "more bytes than the object holds";
-  open.state_shm->bytes = longer.size() * sizeof(float);
+  const protocol::ShmInput wrong_size = input();
+  open.state_shm = protocol::Request::ShmInputRef{wrong_size.name(), longer.size() * sizeof(float)};
   EXPECT_EQ(code_of(open), ErrorCode::kBadState) << "the object's size, not the model's state";
-  open.state_shm = protocol::Request::ShmInputRef{std::string(protocol::kShmInputPrefix) + "0", 4};
+  open.state_shm =
+      protocol::Request::ShmInputRef{std::string(protocol::kShmInputPrefix) + "1-0", 4};
   EXPECT_EQ(code_of(open), ErrorCode::kBadState) << "no such object";
   open.state_shm = protocol::Request::ShmInputRef{"/etc/passwd", 4};
   EXPECT_EQ(code_of(open), ErrorCode::kBadState) << "not an input's name";

@@ -91,8 +91,9 @@ INPUT_PREFIX = "rwkvd-in-"
 
 def write_input(data: Union[bytes, memoryview]) -> Optional[str]:
     """A new shared-memory input object (mode 0600) holding `data`; its name for the request
-    ("/rwkvd-in-<32 hex digits>"), or None where it cannot be made (the caller sends inline)."""
-    name = INPUT_PREFIX + os.urandom(16).hex()
+    ("/rwkvd-in-<pid>-<32 hex digits>"), or None where it cannot be made (the caller sends
+    inline). The worker removes it once read; remove_input() covers a request never read."""
+    name = f"{INPUT_PREFIX}{os.getpid()}-{os.urandom(16).hex()}"
     path = os.path.join("/dev/shm", name)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
