@@ -36,7 +36,7 @@ def requests() -> None:
     put("request", "session_set_state", req("session_set_state", session=9, state=b"\0" * 16))
     # A state as a shared-memory input: names no object, so decoding fails without a read.
     put("request", "session_open_shm_state", req("session_open", state={
-        "shm": "/rwkvd-in-0123456789abcdef", "bytes": 16}))
+        "shm": "/rwkvd-in-1-0123456789abcdef", "bytes": 16}))
     put("request", "release", req("release", leases=[1, 2, 3]))
     put("request", "cancel", req("cancel", target=3))
     put("request", "hello", req("hello"))
