@@ -1,8 +1,6 @@
 #include "protocol/shm_input.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -89,24 +87,8 @@ std::vector<float> read_shm_input(const std::string& name, uint64_t bytes) {
 }
 
 size_t remove_stale_shm_inputs() {
-  size_t removed = 0;
-  DIR* d = ::opendir("/dev/shm");
-  if (d == nullptr) return 0;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string name = "/" + std::string(e->d_name);
-    const long pid = shm_input_pid(name);
-    struct stat st {};
-    if (pid <= 0 || ::lstat(("/dev/shm" + name).c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
-        st.st_uid != ::geteuid()) {
-      continue;
-    }
-    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH &&
-        ::shm_unlink(name.c_str()) == 0) {
-      ++removed;
-    }
-  }
-  ::closedir(d);
-  return removed;
+  return remove_objects_of_dead_pids(
+      [](std::string_view n) { return shm_input_pid("/" + std::string(n)); });
 }
 
 ShmInput::ShmInput(std::span<const std::byte> data)

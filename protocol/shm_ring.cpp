@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -231,28 +232,36 @@ std::optional<ShmRing::Clock::time_point> ShmRing::next_expiry() const {
   return t;
 }
 
-size_t ShmRing::remove_stale() {
-  const std::string prefix = user_prefix();
+size_t remove_objects_of_dead_pids(const std::function<long(std::string_view)>& pid_of) {
   size_t removed = 0;
   DIR* d = ::opendir("/dev/shm");
   if (d == nullptr) return 0;
-  while (dirent* e = ::readdir(d)) {
+  while (const dirent* e = ::readdir(d)) {
     const std::string n = e->d_name;
-    if (n.rfind(prefix, 0) != 0) continue;
-    const std::string rest = n.substr(prefix.size());
-    const auto dash = rest.find('-');
-    if (dash == std::string::npos) continue;
-    const long pid = std::strtol(rest.substr(0, dash).c_str(), nullptr, 10);
+    const long pid = pid_of(n);
     struct stat st {};
-    if (pid <= 0 || ::stat(("/dev/shm/" + n).c_str(), &st) != 0 || st.st_uid != ::getuid()) {
+    if (pid <= 0 || ::lstat(("/dev/shm/" + n).c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_uid != ::geteuid()) {
       continue;
     }
-    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
-      if (bip::shared_memory_object::remove(n.c_str())) ++removed;
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH &&
+        ::shm_unlink(("/" + n).c_str()) == 0) {
+      ++removed;
     }
   }
   ::closedir(d);
   return removed;
+}
+
+size_t ShmRing::remove_stale() {
+  // rwkvd-<uid>-<pid>-<hex>
+  const std::string prefix = user_prefix();
+  return remove_objects_of_dead_pids([&](std::string_view n) -> long {
+    if (!n.starts_with(prefix)) return 0;
+    const std::string rest(n.substr(prefix.size()));
+    if (rest.find('-') == std::string::npos) return 0;
+    return std::strtol(rest.c_str(), nullptr, 10);
+  });
 }
 
 // ---- reader ----

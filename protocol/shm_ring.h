@@ -8,10 +8,12 @@
 // Every slot reuse bumps the slot's generation so a stale reference is detectable.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "protocol/messages.h"
@@ -153,5 +155,10 @@ class ShmReader {
 
 // 16 random bytes from /dev/urandom as 32 hex digits (segment names, lease keys).
 std::string random_hex(size_t n_bytes = 16);
+
+// Removes the POSIX shared-memory objects of this user (regular files in /dev/shm) for which
+// pid_of(name) gives a pid that is gone; names it gives 0 for are left alone. The stale sweep
+// of ring segments (ShmRing::remove_stale) and of request inputs (shm_input.h). Returns how many.
+size_t remove_objects_of_dead_pids(const std::function<long(std::string_view)>& pid_of);
 
 }  // namespace rwkvd::protocol
