@@ -92,7 +92,9 @@ struct Product {
     weights = Buffer(g.dev, stride * copies, MemKind::kDevice);
     const uint32_t q_off = T * K + T * N;
     const uint32_t h_off = q_off + T * q8_row_floats(K);
-    act = Buffer(g.dev, (uint64_t{h_off} + uint64_t{T} * K / 2) * 4, MemKind::kDevice);
+    // Split-K partial sums (mc.comp): room for 8 parts, as the forward has in its logits.
+    const uint32_t part_off = h_off + T * K / 2;
+    act = Buffer(g.dev, (uint64_t{part_off} + uint64_t{T} * 8 * N) * 4, MemKind::kDevice);
     small = Buffer(g.dev, 4096, MemKind::kDevice);
     g.cmds.run_now([&](VkCommandBuffer cb) {
       vkCmdFillBuffer(cb, weights.handle(), 0, VK_WHOLE_SIZE, 0x3a3b3c3du);  // finite halves
@@ -108,6 +110,8 @@ struct Product {
       sets.push_back(pool->make(b));
     }
     slot = {K, N, 0, T * K, MmMode::kStore, rb};
+    slot.part_off = part_off;
+    slot.part_width = 8 * N;
     if (form == 2) {
       slot.h16_off = h_off;
       if (!g.kernels.reads_h16(type, {&slot, 1}, T)) throw std::runtime_error("no fp16 form here");

@@ -18,6 +18,8 @@ layout(set = 0, binding = 1) readonly buffer Act4 { vec4 act4[]; };
 // look like denormals.
 layout(set = 0, binding = 1) buffer ActU { uint actu[]; };
 layout(set = 0, binding = 1) readonly buffer ActU4 { uvec4 actu4[]; };
+// And as pairs, for the (d, s) pairs of the int8 form (q8.glsl: at even offsets).
+layout(set = 0, binding = 1) readonly buffer Act2 { vec2 act2[]; };
 // Every 1-D parameter of the model as float32 (norms, lerps, w0/a0/v0, k_k, k_a, r_k, ln_x).
 layout(set = 0, binding = 2) readonly buffer Vecs { float vecs[]; };
 // Recurrent state of every slot, docs/STATE_LAYOUT.md layout, slot after slot.

@@ -47,6 +47,11 @@ layout(constant_id = 1) const bool X16 = false;
 // that the 16 rows one fragment load reads fall in different banks. The fp32 result tile for
 // the epilogue reuses the same memory once the last step is done (with 128 rows the three
 // would not fit in 48 KB).
+//
+// Split-K (pc.ksplit > 1, gl_WorkGroupID.z = slot * ksplit + part): a product with few row tiles
+// (2560 outputs: 40) leaves the GPU with ~2 workgroups an SM, too few to hide the step loop's
+// latencies; ksplit workgroups then share each tile, each over a contiguous 1 / ksplit of K,
+// and write their fp32 sums for mc_sum.comp to add in a fixed order (deterministic).
 const uint kStride = BK / 8 + 1;
 const uint kCStride = BM + 4;  // floats per token row of the fp32 result tile
 const uint kW = 0, kX = BM * kStride, kTiles = (BM + BN) * kStride, kC = BN * kCStride / 4u;
@@ -63,7 +68,8 @@ uvec4 pack8(vec4 a, vec4 b) {
 }
 
 void main() {
-  const uint s = gl_WorkGroupID.z, tid = gl_LocalInvocationID.x;
+  const uint s = gl_WorkGroupID.z / pc.ksplit, part = gl_WorkGroupID.z % pc.ksplit;
+  const uint tid = gl_LocalInvocationID.x;
   const uint K = pc.K[s], N = pc.N[s], T = pc.T;
   const uint m0 = gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BN;
   if (m0 >= N) return;  // a shorter weight of the group: uniform per workgroup
@@ -88,16 +94,19 @@ void main() {
 
   // Registers carry step q + 1's weight piece and inputs while step q multiplies, so the
   // loads' latency hides behind the matrix work.
-  const uint nq = K / BK;
-  Raw raw = load_piece(s, w_row, wp);
+  // This workgroup's steps of K: [q0, nq) (the host makes K / BK a multiple of ksplit).
+  const uint q0 = K / BK / pc.ksplit * part, nq = q0 + K / BK / pc.ksplit;
+  Raw raw = load_piece(s, w_row, 2u * q0 + wp);
   vec4 xv[XV];   // float32 inputs (X16 false)
   uvec4 xu[XU];  // or their fp16 form (X16 true)
   if (X16) {
-    [[unroll]] for (uint j = 0; j < XU; ++j) xu[j] = x_live ? actu4[x_row + j] : uvec4(0);
+    const uint xo = x_row + BK * q0 / 8u;
+    [[unroll]] for (uint j = 0; j < XU; ++j) xu[j] = x_live ? actu4[xo + j] : uvec4(0);
   } else {
-    [[unroll]] for (uint j = 0; j < XV; ++j) xv[j] = x_live ? act4[x_row + j] : vec4(0);
+    const uint xo = x_row + BK * q0 / 4u;
+    [[unroll]] for (uint j = 0; j < XV; ++j) xv[j] = x_live ? act4[xo + j] : vec4(0);
   }
-  for (uint q = 0; q < nq; ++q) {
+  for (uint q = q0; q < nq; ++q) {
     {
       const uint p = 2u * q + wp;
       vec4 w[8];
@@ -154,11 +163,19 @@ void main() {
     }
   }
   barrier();
+  uint part_row = pc.part_off + part * N;  // this part's row of partial sums, at token 0
+  for (uint j = 0; j < s; ++j) part_row += pc.ksplit * pc.N[j];
   for (uint e = tid; e < BN * BM; e += NI) {
     const uint tt = e / BM, o = m0 + e % BM, t = t0 + tt;
     if (t < T && o < N) {
-      const uint yo = pc.y_off[s] + t * N + o, c = tt * kCStride + e % BM;
-      act[yo] = epilogue(s, yo, uintBitsToFloat(smem[c / 4u][c % 4u]) / kInScale);
+      const uint c = tt * kCStride + e % BM;
+      const float y = uintBitsToFloat(smem[c / 4u][c % 4u]) / kInScale;
+      if (pc.ksplit > 1u) {
+        act[part_row + t * pc.part_width + o] = y;
+      } else {
+        const uint yo = pc.y_off[s] + t * N + o;
+        act[yo] = epilogue(s, yo, y);
+      }
     }
   }
 }

@@ -62,8 +62,7 @@ void main() {
           if (t < nt) {
             const uint qo = pc.x_off[s] + (t0 + t) * q_row, so = qo + K / 4u;
             const uvec4 xa = actu4[(qo + ea / 4u) / 4u], xb = actu4[(qo + eb / 4u) / 4u];
-            const vec2 da = vec2(act[so + ea / 8u], act[so + ea / 8u + 1u]);
-            const vec2 db = vec2(act[so + eb / 8u], act[so + eb / 8u + 1u]);
+            const vec2 da = act2[(so + ea / 8u) / 2u], db = act2[(so + eb / 8u) / 2u];
             [[unroll]] for (uint r = 0; r < R; ++r) {
               const float ia = float(dot16(lo[r], xa)), ib = float(dot16(hi[r], xb));
               acc[r * TT + t] += ia * (aff[r].x * da.x) + da.y * aff[r].y +

@@ -9,6 +9,12 @@ layout(push_constant) uniform PC {
   uvec4 row_bytes;  // bytes per weight row
   uvec4 yq_off;     // mvq.comp with QOUT: act offset of y's int8 form (q8.glsl), ~0u none
   uint T;
+  // mc.comp split-K (Kernels::mc_split): ksplit workgroups share a tile, each summing 1 / ksplit
+  // of K into partial sums at part_off (token t at t * part_width: per slot s, ksplit rows of
+  // N[s], slots one after another), which mc_sum.comp adds and passes through the epilogue.
+  uint ksplit;
+  uint part_off;
+  uint part_width;
 }
 pc;
 

@@ -44,6 +44,22 @@ void main() {
   const uint slot = meta[pc.meta_seq + 4 * seq], n = meta[pc.meta_seq + 4 * seq + 2];
   const bool first = pos == 0;
   const uint xo = pc.x_off + t * D, po = xo - D;  // po is only read when !first
+  const uint sb = slot * pc.slot_floats;
+  const bool do_commit = pc.commit != 0 && pos + 1 == n;
+  // The parameters of this invocation's first channel, loaded before the statistics so that
+  // their memory latency overlaps the reductions' (at one decoded token the kernel is a chain
+  // of such latencies; the loop below reloads them only for devices with fewer slices).
+  const uint c_first = gl_WorkGroupID.y * WG + tid;
+  float p_nw = 0.0, p_nb = 0.0, p_prev = 0.0, p_commit = 0.0, p_lerp[6];
+  if (c_first < D) {
+    p_nw = vecs[pc.norm_w + c_first];
+    p_nb = vecs[pc.norm_b + c_first];
+    if (first) p_prev = state[sb + pc.state_row + c_first];
+    if (do_commit) p_commit = act[pc.commit_src + t * D + c_first];
+    [[unroll]] for (uint i = 0; i < 6; ++i) {
+      p_lerp[i] = i < pc.n_lerp ? vecs[pc.lerp_off + i * D + c_first] : 0.0;
+    }
+  }
   vec4 s = vec4(0);
   for (uint c = tid; c < D / 4u; c += WG) {
     s.x += dot(act4[xo / 4u + c], vec4(1));
@@ -62,24 +78,30 @@ void main() {
   }
   q = wg_sum4(q) / float(D);
   const float rs = inversesqrt(q.x + pc.eps), rsp = inversesqrt(q.y + pc.eps);
-  const uint sb = slot * pc.slot_floats;
-  const bool do_commit = pc.commit != 0 && pos + 1 == n;
   // Slices of WG channels (D and WG are multiples of 16, so a slice holds whole runs of q8.glsl).
   for (uint c0 = gl_WorkGroupID.y * WG; c0 < D; c0 += gl_NumWorkGroups.y * WG) {
     const uint c = c0 + tid;
     if (c < D) {
-      const float nw = vecs[pc.norm_w + c], nb = vecs[pc.norm_b + c];
-      const float xn = (act[xo + c] - mu) * rs * nw + nb;
-      const float prev =
-          first ? state[sb + pc.state_row + c] : (act[po + c] - mup) * rsp * nw + nb;
+      if (c != c_first) {
+        p_nw = vecs[pc.norm_w + c];
+        p_nb = vecs[pc.norm_b + c];
+        if (first) p_prev = state[sb + pc.state_row + c];
+        if (do_commit) p_commit = act[pc.commit_src + t * D + c];
+        [[unroll]] for (uint i = 0; i < 6; ++i) {
+          p_lerp[i] = i < pc.n_lerp ? vecs[pc.lerp_off + i * D + c] : 0.0;
+        }
+      }
+      const float xn = (act[xo + c] - mu) * rs * p_nw + p_nb;
+      const float prev = first ? p_prev : (act[po + c] - mup) * rsp * p_nw + p_nb;
       const float dx = prev - xn;
-      for (uint i = 0; i < pc.n_lerp; ++i) {
-        const float v = xn + dx * vecs[pc.lerp_off + i * D + c];
+      [[unroll]] for (uint i = 0; i < 6; ++i) {
+        if (i >= pc.n_lerp) break;
+        const float v = xn + dx * p_lerp[i];
         act[pc.out_off + i * pc.out_stride + t * D + c] = v;
         s_out[i * WG + tid] = v;
       }
       act[pc.save_off + t * D + c] = xn;
-      if (do_commit) state[sb + pc.commit_row + c] = act[pc.commit_src + t * D + c];
+      if (do_commit) state[sb + pc.commit_row + c] = p_commit;
     }
     if (pc.q8_mask != 0u) {
       barrier();  // the slice's outputs are in s_out

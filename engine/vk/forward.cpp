@@ -183,7 +183,15 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
     p.fkey[0].slots[0].h16_off = a_.h_fx;
     p.fval[0].slots[0].h16_off = a_.h_fh;
     for (auto* gs : {&p.first, &p.second, &p.out, &p.fkey, &p.fval}) {
-      for (const MmGroup& g : *gs) types.push_back(g.type);
+      for (MmGroup& g : *gs) {
+        types.push_back(g.type);
+        // Split-K partial sums (Kernels::mc_split) go where the logits will be: the head, the
+        // only product that writes them, runs after every layer.
+        for (MmSlot& sl : g.slots) {
+          sl.part_off = a_.logits;
+          sl.part_width = hp_.n_vocab;
+        }
+      }
     }
     layers_.push_back(std::move(p));
   }

@@ -17,12 +17,21 @@ constexpr uint32_t kCoopmatK = 64;                    // mc.comp BK: K must be a
 constexpr uint32_t kWkvBlock = 8;  // wkv_sg.comp TB: tokens per block (a multiple of 4)
 // wkv_sg.comp LL: weight vec4 a lane of its LoRA up phase holds at most (registers).
 constexpr uint32_t kWkvLoraLoadsMax = 40;
-constexpr uint32_t kQ8Wg = 64;   // q8.comp workgroup
-constexpr uint32_t kH16Wg = 64;  // h16.comp workgroup
+constexpr uint32_t kQ8Wg = 64;      // q8.comp workgroup
+constexpr uint32_t kH16Wg = 64;     // h16.comp workgroup
+constexpr uint32_t kMcStepK = 64;   // mc.comp's K per step (BK)
+constexpr uint32_t kMcSumWg = 256;  // mc_sum.comp workgroup
+// mc_split() doubles the parts (up to kMcSplitMost) while a product's row tiles (of 64) times
+// its parts stay below this: 2560 outputs (40 tiles) in 2, the LoRA down products (5 tiles) in
+// 8, r/k/v (3 x 40) and 10240 outputs not at all. H100, 512 tokens, fp16 inputs, 1 / 2 / 4
+// parts: Q4_K 10240 -> 2560 323 / 277 / 283 us, 2560 -> 2560 79 / 75 / 88; Q6_K 10240 -> 2560
+// 462 / 405 / 386; 2560 -> 10240 (160 tiles) 224 / 253 / 285.
+constexpr uint32_t kMcSplitTiles = 64, kMcSplitMost = 8;
 
 struct MmPush {
   uint32_t K[4], N[4], x_off[4], y_off[4], mode[4], row_bytes[4], yq_off[4];
   uint32_t T;
+  uint32_t ksplit = 1, part_off = 0, part_width = 0;  // mc.comp split-K
 };
 static_assert(sizeof(MmPush) <= kPushConstantBytes);
 static_assert(sizeof(ShiftArgs) <= kPushConstantBytes);
@@ -107,6 +116,7 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   mc_small_grid_ = env_u32("RWKVD_VK_MC_SMALL_GRID", 256);
   mc_rows_ = env_u32("RWKVD_VK_MC_ROWS", 0);      // 64 or 128 forces a tile height; 0: mc_rows()
   mc_tokens_ = env_u32("RWKVD_VK_MC_TOKENS", 0);  // 32 or 64 forces a tile width; 0: by grid
+  mc_split_ = env_u32("RWKVD_VK_MC_SPLIT", 0);
   wkv_portable_ = std::getenv("RWKVD_VK_WKV_PORTABLE") != nullptr;
   // Invocations per channel in wkv's LoRA up phase (more where the ranks need it): H100, 2.9B
   // Q4_K_M decode, see docs/PERFORMANCE.md.
@@ -181,7 +191,10 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size, uint32_t
     keys.push_back({"embed_" + ts, {row_wg_}});
   }
   if (dev_.features().int_dot) keys.push_back({"q8", {kQ8Wg}});
-  if (coopmat_) keys.push_back({"h16", {kH16Wg}});
+  if (coopmat_) {
+    keys.push_back({"h16", {kH16Wg}});
+    keys.push_back({"mc_sum", {kMcSumWg}});
+  }
   keys.push_back({subgroup_variant("shift"), {row_wg_}});
   keys.push_back({subgroup_variant("out_ln"), {row_wg_}});
   if (wkv_sg(head_size)) {
@@ -289,6 +302,28 @@ bool Kernels::uses_coopmat(GgmlType type, uint32_t K, uint32_t T, bool half_ok) 
 Pipelines::Key Kernels::mc_key(GgmlType type, uint32_t rows, uint32_t tokens, bool x16) const {
   // Constant 0 (the workgroup size, fixed in the shader) keeps the ids in common.glsl's order.
   return {mc_name(type, rows, tokens), {2 * rows, x16 ? 1u : 0u}};
+}
+
+uint32_t Kernels::mc_split(std::span<const MmSlot> slots) const {
+  const MmSlot& first = slots.front();
+  if (first.part_off == kNoQ8 || mc_split_ == 1) return 1;
+  uint32_t tiles = 0, rows = 0, steps = UINT32_MAX;
+  for (const MmSlot& s : slots) {
+    tiles += ceil_div(s.N, kTileRows);
+    rows += s.N;
+    steps = std::min(steps, s.K / kMcStepK);
+  }
+  // H100, 512 tokens, Q4_K: see docs/PERFORMANCE.md (session 9) for the products it splits.
+  const uint32_t most = mc_split_ >= 2 ? std::min(mc_split_, kMcSplitMost) : kMcSplitMost;
+  uint32_t split = 1;
+  while (split < most && (mc_split_ >= 2 || tiles * split < kMcSplitTiles) &&
+         steps % (2 * split) == 0 && 2 * split * rows <= first.part_width) {
+    split *= 2;
+  }
+  for (const MmSlot& s : slots) {
+    if ((s.K / kMcStepK) % split != 0) return 1;
+  }
+  return split;
 }
 
 std::string Kernels::mc_name(GgmlType type, uint32_t rows, uint32_t tokens) const {
@@ -439,7 +474,8 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       // and a wider tile decodes each for more tokens (10240 -> 2560 703 -> 609 us, 2560 -> 2560
       // 169 -> 153 us; Q4_K 2560 -> 2560 111 -> 117 us the other way).
       const uint32_t rows = mc_rows(type, max_n, T, n_slots);
-      const uint32_t grid = ceil_div(max_n, rows) * ceil_div(T, kTileTokens) * n_slots;
+      const uint32_t split = mc_split(slots);
+      const uint32_t grid = ceil_div(max_n, rows) * ceil_div(T, kTileTokens) * n_slots * split;
       uint32_t tokens = grid * (rows / kTileRows) < mc_small_grid_ ? 32 : kTileTokens;
       if (type == GgmlType::Q6_K && T > 32) tokens = kTileTokens;
       if (mc_tokens_ == 32 || mc_tokens_ == 64) tokens = mc_tokens_;
@@ -450,8 +486,18 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
         for (size_t i = 0; i < slots.size(); ++i) pc.x_off[i] = slots[i].h16_off;
       }
       const Pipelines::Key key = mc_key(type, rows, tokens, x16);
+      if (split > 1) {
+        pc.ksplit = split;
+        pc.part_off = slots[0].part_off;
+        pc.part_width = slots[0].part_width;
+      }
       bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
-      vkCmdDispatch(cb, ceil_div(max_n, rows), ceil_div(T, tokens), n_slots);
+      vkCmdDispatch(cb, ceil_div(max_n, rows), ceil_div(T, tokens), n_slots * split);
+      if (split > 1) {  // the parts' sums, in order, through the epilogue
+        compute_barrier(cb);
+        bind(cb, set, pipes_.get("mc_sum", {kMcSumWg}), &pc, sizeof(pc));
+        vkCmdDispatch(cb, ceil_div(T * max_n, kMcSumWg), n_slots, 1);
+      }
       return;
     }
     bind(cb, set, pipes_.get("mt_" + weight_type_suffix(type), {}), &pc, sizeof(pc));

@@ -36,6 +36,9 @@ struct MmSlot {
   // F32 weights that may run on the fp16 tensor cores with many tokens (mc.comp's precision):
   // the LoRA products of a model whose large products are quantised and run there anyway.
   bool half_ok = false;
+  // Scratch for split-K partial sums on tensor cores (Kernels::mc_split), read from the first
+  // slot of a group: act float offset and floats per token there (kNoQ8: no split).
+  uint32_t part_off = kNoQ8, part_width = 0;
 };
 
 // Floats of one row of K inputs in int8 form (shaders/q8.glsl).
@@ -159,6 +162,10 @@ class Kernels {
   std::string mc_name(GgmlType type, uint32_t rows, uint32_t tokens) const;
   // Its pipeline; x16: reading the inputs' fp16 form.
   Pipelines::Key mc_key(GgmlType type, uint32_t rows, uint32_t tokens, bool x16) const;
+  // Workgroups that share each mc.comp tile, each over a part of K (1 to 8): products with
+  // few row tiles, where slots' scratch (MmSlot::part_off) holds the partial sums. Depends on
+  // the product's shape, not on T, so a token's sums run in the same order in any chunk.
+  uint32_t mc_split(std::span<const MmSlot> slots) const;
   // mc.comp's tile height for a product of up to max_n rows, T tokens, n_slots weights.
   uint32_t mc_rows(GgmlType type, uint32_t max_n, uint32_t T, uint32_t n_slots) const;
   // The shader's _sg variant (subgroup reductions) where the device has subgroup arithmetic.
@@ -194,6 +201,9 @@ class Kernels {
   uint32_t mc_rows_ = 0;
   // mc.comp's tokens per tile: $RWKVD_VK_MC_TOKENS (32 or 64) forces one; 0: by grid size.
   uint32_t mc_tokens_ = 0;
+  // mc_split(): $RWKVD_VK_MC_SPLIT 1 never splits, 2, 4 or 8 splits up to that wherever the
+  // scratch and K allow; 0 (default) splits products of few row tiles (kMcSplitTiles).
+  uint32_t mc_split_ = 0;
 };
 
 // Shader-name suffix of a weight type ("q4_k").

@@ -113,6 +113,11 @@ TEST_F(VkForward, BatchEqualsSequencesAlone) {
 // More sequences than wkv does the LoRA up products for (kFusedLoraMaxB): the batch runs them as
 // products of their own, each sequence alone inside wkv; the same numbers either way. One token
 // each, so that both take the same (int8, up to 16 tokens) K-quant products.
+// Ten sequences run wkv without its LoRA up phase (more than kFusedLoraMaxB), one alone with
+// it: the same fp32 products summed in another order. Measured on the H100: 1.8e-5 (sequence
+// 2 of synthetic-A Q4_K_M; lavapipe: under 1e-5); the bound leaves ~3x that.
+constexpr double kLoraPathTol = 5e-5;
+
 TEST_F(VkForward, ManySequencesEqualSequencesAlone) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q4_k_m.gguf");
   constexpr uint32_t kSeqs = 10;
@@ -131,7 +136,7 @@ TEST_F(VkForward, ManySequencesEqualSequencesAlone) {
   for (uint32_t i = 0; i < kSeqs; ++i) {
     const auto alone = run_one(*b, seqs[i], engine::OutputMode::kLastLogits, i);
     const auto d = compare_rows(together[i].data, alone, b->hparams().n_vocab);
-    EXPECT_LT(d.max_abs, kReorderTol) << "sequence " << i << ": " << d.str();
+    EXPECT_LT(d.max_abs, kLoraPathTol) << "sequence " << i << ": " << d.str();
   }
 }
 

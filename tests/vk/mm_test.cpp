@@ -133,6 +133,9 @@ TEST_P(VkMatmul, MatchesDequantizedCpuProductEveryEpilogue) {
         {", 128-row mc tiles", {{"RWKVD_VK_MC_ROWS", "128"}}},
         {", 128-row 64-token mc tiles",
          {{"RWKVD_VK_MC_ROWS", "128"}, {"RWKVD_VK_MC_SMALL_GRID", "0"}}},
+        // The test's products are small enough for mc_split() to split K in 8 by default.
+        {", mc without split-K", {{"RWKVD_VK_MC_SPLIT", "1"}}},
+        {", mc split-K in 2", {{"RWKVD_VK_MC_SPLIT", "2"}}},
     };
     for (size_t ti = 0; ti < tiles.size(); ++ti) {
       if (ti > 0) {
@@ -188,6 +191,9 @@ void check_product(VkRig& rig, GgmlType type, uint32_t T, uint32_t K, bool subgr
     }
     const uint32_t h_off = (at + 3) / 4 * 4;
     at = h_off + T * K / 2;
+    // Scratch for split-K partial sums (mc.comp): up to 8 parts of every slot's outputs.
+    const uint32_t part_off = at, part_width = 8 * (Ns[0] + Ns[1] + Ns[2] + Ns[3]);
+    at += T * part_width;
     rig.make(rig.vecs, 4);
     rig.make(rig.meta, 4);
     rig.make(rig.state, 4);
@@ -212,6 +218,8 @@ void check_product(VkRig& rig, GgmlType type, uint32_t T, uint32_t K, bool subgr
         slots[s] = {K,        Ns[s],   0,
                     y_off[s], mode[s], static_cast<uint32_t>(*engine::ggml_row_bytes(type, K))};
         slots[s].half_ok = half_ok;
+        slots[s].part_off = part_off;
+        slots[s].part_width = part_width;
         if (via_h16) slots[s].h16_off = h_off;
       }
       if (via_h16) {
