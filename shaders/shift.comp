@@ -29,8 +29,13 @@ layout(push_constant) uniform PC {
   uint q8_mask;    // bit i: out_i's int8 form (q8.glsl) too, for a product that reads it
   uint q8_off;     // act: out_i's int8 form at q8_off + i * q8_stride, [T] rows
   uint q8_stride;
+  uint h16_mask;   // bit i: out_i's fp16 form too (h16.comp's), for a tensor-core product
+  uint h16_off;    // act: out_i's fp16 form at h16_off + i * h16_stride, [T][D / 2] words
+  uint h16_stride;
 }
 pc;
+
+const float kInScale = 1.0 / 256.0;  // mc.comp's input scale (h16.comp writes the same form)
 
 shared float s_out[6 * kMaxWg];  // a slice's outputs, for their int8 form
 
@@ -103,8 +108,16 @@ void main() {
       act[pc.save_off + t * D + c] = xn;
       if (do_commit) state[sb + pc.commit_row + c] = p_commit;
     }
-    if (pc.q8_mask != 0u) {
+    if (pc.q8_mask != 0u || pc.h16_mask != 0u) {
       barrier();  // the slice's outputs are in s_out
+      // Their fp16 form: invocation tid packs pair tid % (WG / 2) of output tid / (WG / 2), ..
+      // (the same halves as h16.comp, which then need not run for these outputs).
+      for (uint j = tid; j < pc.n_lerp * (WG / 2u); j += WG) {
+        const uint i = j / (WG / 2u), e = 2u * (j % (WG / 2u));
+        if ((pc.h16_mask & (1u << i)) == 0u || c0 + e >= D) continue;
+        const vec2 v = vec2(s_out[i * WG + e], s_out[i * WG + e + 1u]) * kInScale;
+        actu[pc.h16_off + i * pc.h16_stride + t * (D / 2u) + (c0 + e) / 2u] = packHalf2x16(v);
+      }
       // Invocation tid writes quad tid % (WG / 4) of output tid / (WG / 4), and so on.
       const uint quads = WG / 4u, qr = q8_row_floats(D);
       for (uint j = tid; j < pc.n_lerp * quads; j += WG) {

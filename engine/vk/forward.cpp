@@ -310,6 +310,15 @@ uint32_t Forward::lerp_q8_mask(const std::vector<MmGroup>& groups, uint32_t T) c
   return mask;
 }
 
+uint32_t Forward::lerp_h16_mask(const std::vector<MmGroup>& groups, uint32_t T) const {
+  uint32_t mask = 0;
+  for (const MmGroup& g : groups) {
+    if (!kernels_.reads_h16(g.type, g.slots, T)) continue;
+    for (const MmSlot& s : g.slots) mask |= 1u << ((s.x_off - a_.lerp) / (token_cap_ * hp_.n_embd));
+  }
+  return mask;
+}
+
 void Forward::collect_profile(const ForwardShape& shape, bool whole) {
   if (!profiler_.enabled()) return;
   if (auto it = recorded_.find({shape, whole}); it != recorded_.end()) {
@@ -423,10 +432,15 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
   tm.q8_mask = lerp_q8_mask(p.first, s.T);
   tm.q8_off = a_.q_lerp;
   tm.q8_stride = token_cap_ * q8_row_floats(D);
+  // The fp16 form of the lerps that tensor-core products read, from the shift itself (their
+  // h16.comp dispatch and its barrier saved).
+  tm.h16_mask = lerp_h16_mask(p.first, s.T);
+  tm.h16_off = a_.h_lerp;
+  tm.h16_stride = token_cap_ * (D / 2);
   kernels_.shift(cb, base_set_, tm, s.T);
   profiler_.stamp(cb, prof, "shift att");
   Kernels::compute_barrier(cb);
-  record_half(cb, p.first, s.T, prof);
+  if (tm.h16_mask == 0) record_half(cb, p.first, s.T, prof);
   record_mm(cb, p.first, s.T, prof);
   Kernels::compute_barrier(cb);
   const bool fuse_lora = fuse_lora_ && s.T <= kFusedLoraMaxT && s.B <= kFusedLoraMaxB;
@@ -494,10 +508,16 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
     cm.q8_mask = 1;
     cm.q8_off = a_.q_fx;
   }
+  const bool fkey_h16 =
+      p.fkey.size() == 1 && kernels_.reads_h16(p.fkey[0].type, p.fkey[0].slots, s.T);
+  if (fkey_h16) {
+    cm.h16_mask = 1;
+    cm.h16_off = a_.h_fx;
+  }
   kernels_.shift(cb, base_set_, cm, s.T);
   profiler_.stamp(cb, prof, "shift ffn");
   Kernels::compute_barrier(cb);
-  record_half(cb, p.fkey, s.T, prof);
+  if (!fkey_h16) record_half(cb, p.fkey, s.T, prof);
   // The ffn value product's int8 input: written by the ffn key product where it can, else by a
   // dispatch of its own.
   if (fkey_writes_q8(p, s.T)) {

@@ -99,6 +99,9 @@ class Forward {
   bool reads_q8(const MmGroup& group, uint32_t T) const;
   bool reads_q8(const std::vector<MmGroup>& groups, uint32_t T) const;
   uint32_t lerp_q8_mask(const std::vector<MmGroup>& groups, uint32_t T) const;
+  // Which of the lerps (bit i: lerp i) the first groups read in fp16 form at T tokens: the
+  // shift writes those itself, so record_half() need not.
+  uint32_t lerp_h16_mask(const std::vector<MmGroup>& groups, uint32_t T) const;
   // Writes the fp16 form of the inputs that `groups` read as such at T tokens (h16.comp), then
   // a barrier; nothing where none does.
   void record_half(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T,

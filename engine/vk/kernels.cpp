@@ -525,6 +525,7 @@ void Kernels::shift(VkCommandBuffer cb, VkDescriptorSet set, const ShiftArgs& a,
   if (a.q8_mask != 0 && (a.D % 16 != 0 || row_wg_ % 16 != 0)) {
     throw EngineError("vk shift: the int8 form needs D and the workgroup in runs of 16");
   }
+  if (a.h16_mask != 0 && a.D % 2 != 0) throw EngineError("vk shift: the fp16 form needs D even");
   bind(cb, set, pipes_.get(subgroup_variant("shift"), {row_wg_}), &a, sizeof(a));
   vkCmdDispatch(cb, T, row_slices_ ? ceil_div(a.D, row_wg_) : 1, 1);
 }

@@ -53,6 +53,9 @@ struct ShiftArgs {
   // Bit i: output i's int8 form too (shaders/q8.glsl), T rows at q8_off + i * q8_stride; for
   // products that reads_q8(). Needs D and the workgroup to be multiples of 16.
   uint32_t q8_mask = 0, q8_off = 0, q8_stride = 0;
+  // Bit i: output i's fp16 form too (shaders/h16.comp's), T rows of D / 2 words at h16_off +
+  // i * h16_stride; for tensor-core products that reads_h16(). Needs D even.
+  uint32_t h16_mask = 0, h16_off = 0, h16_stride = 0;
 };
 
 struct WkvArgs {

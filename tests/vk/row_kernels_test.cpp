@@ -111,13 +111,18 @@ void check_shift() {
   const uint32_t x_off = 0, out_off = T * D, save_off = 7 * T * D, src_off = 8 * T * D;
   const uint32_t q8_off = 9 * T * D, q8_stride = T * engine::vk::q8_row_floats(D);
   const uint32_t q8_mask = 0b1101;
+  // ... then the fp16 forms (h16.comp's) of outputs 1 and 5, 6 x [T][D / 2] words, and room
+  // for h16.comp's own of the same outputs.
+  const uint32_t h16_off = q8_off + 6 * q8_stride, h16_stride = T * D / 2, h16_mask = 0b100010;
+  const uint32_t ref_off = h16_off + 6 * h16_stride;
   const std::vector<float> act0 = random_floats(9 * T * D, 6, -2, 2);
-  rig.make(rig.act, act0.size() + 6 * q8_stride);
+  rig.make(rig.act, ref_off + 6 * h16_stride);
   std::memcpy(rig.act.mapped(), act0.data(), act0.size() * 4);
   const VkDescriptorSet set = rig.set();
-  const engine::vk::ShiftArgs a{
-      D,           6, x_off,   out_off,    T * D, save_off, 0,       D,      2 * D,    state_row,
-      slot_floats, 1, src_off, commit_row, 4 * T, 1e-5f,    q8_mask, q8_off, q8_stride};
+  const engine::vk::ShiftArgs a{D,         6,          x_off,   out_off,   T * D,       save_off,
+                                0,         D,          2 * D,   state_row, slot_floats, 1,
+                                src_off,   commit_row, 4 * T,   1e-5f,     q8_mask,     q8_off,
+                                q8_stride, h16_mask,   h16_off, h16_stride};
   rig.run([&](VkCommandBuffer cb) { rig.kernels->shift(cb, set, a, T); });
   const float* act = rig.ptr<float>(rig.act);
   const float* st = rig.ptr<float>(rig.state);
@@ -154,6 +159,19 @@ void check_shift() {
       if (::testing::Test::HasFatalFailure()) return;
     } else {
       EXPECT_TRUE(std::all_of(act + q, act + q + q8_stride, [](float v) { return v == 0.0f; }));
+    }
+  }
+  // The fp16 forms asked for: the very words h16.comp writes from the float outputs.
+  std::vector<engine::vk::Kernels::HalfRegion> regions;
+  for (uint32_t i = 0; i < 6; ++i)
+    regions.push_back({D, out_off + i * T * D, ref_off + i * h16_stride});
+  rig.run([&](VkCommandBuffer cb) { rig.kernels->to_half(cb, set, T, regions); });
+  const auto* words = rig.ptr<uint32_t>(rig.act);
+  for (uint32_t i = 0; i < 6; ++i) {
+    SCOPED_TRACE("fp16 form of output " + std::to_string(i));
+    for (uint32_t w = 0; w < h16_stride; ++w) {
+      const uint32_t want = ((h16_mask >> i) & 1u) ? words[ref_off + i * h16_stride + w] : 0u;
+      ASSERT_EQ(words[h16_off + i * h16_stride + w], want) << "word " << w;
     }
   }
   RWKVD_EXPECT_NO_VALIDATION_ERRORS(errors);
