@@ -163,15 +163,14 @@ void main() {
     }
   }
   barrier();
-  uint part_row = pc.part_off + part * N;  // this part's row of partial sums, at token 0
-  for (uint j = 0; j < s; ++j) part_row += pc.ksplit * pc.N[j];
+  const uint part_o = part_row(s, part);
   for (uint e = tid; e < BN * BM; e += NI) {
     const uint tt = e / BM, o = m0 + e % BM, t = t0 + tt;
     if (t < T && o < N) {
       const uint c = tt * kCStride + e % BM;
       const float y = uintBitsToFloat(smem[c / 4u][c % 4u]) / kInScale;
       if (pc.ksplit > 1u) {
-        act[part_row + t * pc.part_width + o] = y;
+        act[part_o + t * pc.part_width + o] = y;
       } else {
         const uint yo = pc.y_off[s] + t * N + o;
         act[yo] = epilogue(s, yo, y);

@@ -13,8 +13,7 @@ void main() {
   const uint s = gl_WorkGroupID.y, N = pc.N[s], i = gl_GlobalInvocationID.x;
   if (i >= pc.T * N) return;
   const uint t = i / N, o = i % N;
-  uint p = pc.part_off + t * pc.part_width + o;
-  for (uint j = 0; j < s; ++j) p += pc.ksplit * pc.N[j];
+  const uint p = part_row(s, 0u) + t * pc.part_width + o;
   float y = 0.0;
   for (uint k = 0; k < pc.ksplit; ++k) y += act[p + k * N];
   const uint yo = pc.y_off[s] + t * N + o;

@@ -18,6 +18,13 @@ layout(push_constant) uniform PC {
 }
 pc;
 
+// act offset of part `part`'s partial sums of slot s at token 0 (split-K, pc.ksplit > 1).
+uint part_row(uint s, uint part) {
+  uint o = pc.part_off + part * pc.N[s];
+  for (uint j = 0; j < s; ++j) o += pc.ksplit * pc.N[j];
+  return o;
+}
+
 float epilogue(uint s, uint yo, float y) {
   switch (pc.mode[s]) {
     case 1: return y + act[yo];

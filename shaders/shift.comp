@@ -39,6 +39,24 @@ const float kInScale = 1.0 / 256.0;  // mc.comp's input scale (h16.comp writes t
 
 shared float s_out[6 * kMaxWg];  // a slice's outputs, for their int8 form
 
+// What channel c of token t needs besides x: norm weight and bias, the shift row (the sequence's
+// first position), the value to commit, the lerps.
+struct Channel {
+  float nw, nb, prev, commit, lerp[6];
+};
+
+Channel load_channel(uint c, uint t, uint sb, bool first, bool do_commit) {
+  Channel p;
+  p.nw = vecs[pc.norm_w + c];
+  p.nb = vecs[pc.norm_b + c];
+  p.prev = first ? state[sb + pc.state_row + c] : 0.0;
+  p.commit = do_commit ? act[pc.commit_src + t * pc.D + c] : 0.0;
+  [[unroll]] for (uint i = 0; i < 6; ++i) {
+    p.lerp[i] = i < pc.n_lerp ? vecs[pc.lerp_off + i * pc.D + c] : 0.0;
+  }
+  return p;
+}
+
 // Grid (T, slices): every workgroup computes its token's LayerNorm statistics over the whole row
 // (cheap: the row is a few KB, read from cache) and then writes WG channels of the outputs, so
 // a single decoded token still spreads over D / WG workgroups (the host picks the number of
@@ -55,16 +73,8 @@ void main() {
   // their memory latency overlaps the reductions' (at one decoded token the kernel is a chain
   // of such latencies; the loop below reloads them only for devices with fewer slices).
   const uint c_first = gl_WorkGroupID.y * WG + tid;
-  float p_nw = 0.0, p_nb = 0.0, p_prev = 0.0, p_commit = 0.0, p_lerp[6];
-  if (c_first < D) {
-    p_nw = vecs[pc.norm_w + c_first];
-    p_nb = vecs[pc.norm_b + c_first];
-    if (first) p_prev = state[sb + pc.state_row + c_first];
-    if (do_commit) p_commit = act[pc.commit_src + t * D + c_first];
-    [[unroll]] for (uint i = 0; i < 6; ++i) {
-      p_lerp[i] = i < pc.n_lerp ? vecs[pc.lerp_off + i * D + c_first] : 0.0;
-    }
-  }
+  Channel p;
+  if (c_first < D) p = load_channel(c_first, t, sb, first, do_commit);
   vec4 s = vec4(0);
   for (uint c = tid; c < D / 4u; c += WG) {
     s.x += dot(act4[xo / 4u + c], vec4(1));
@@ -87,26 +97,18 @@ void main() {
   for (uint c0 = gl_WorkGroupID.y * WG; c0 < D; c0 += gl_NumWorkGroups.y * WG) {
     const uint c = c0 + tid;
     if (c < D) {
-      if (c != c_first) {
-        p_nw = vecs[pc.norm_w + c];
-        p_nb = vecs[pc.norm_b + c];
-        if (first) p_prev = state[sb + pc.state_row + c];
-        if (do_commit) p_commit = act[pc.commit_src + t * D + c];
-        [[unroll]] for (uint i = 0; i < 6; ++i) {
-          p_lerp[i] = i < pc.n_lerp ? vecs[pc.lerp_off + i * D + c] : 0.0;
-        }
-      }
-      const float xn = (act[xo + c] - mu) * rs * p_nw + p_nb;
-      const float prev = first ? p_prev : (act[po + c] - mup) * rsp * p_nw + p_nb;
+      if (c != c_first) p = load_channel(c, t, sb, first, do_commit);
+      const float xn = (act[xo + c] - mu) * rs * p.nw + p.nb;
+      const float prev = first ? p.prev : (act[po + c] - mup) * rsp * p.nw + p.nb;
       const float dx = prev - xn;
       [[unroll]] for (uint i = 0; i < 6; ++i) {
         if (i >= pc.n_lerp) break;
-        const float v = xn + dx * p_lerp[i];
+        const float v = xn + dx * p.lerp[i];
         act[pc.out_off + i * pc.out_stride + t * D + c] = v;
         s_out[i * WG + tid] = v;
       }
       act[pc.save_off + t * D + c] = xn;
-      if (do_commit) state[sb + pc.commit_row + c] = p_commit;
+      if (do_commit) state[sb + pc.commit_row + c] = p.commit;
     }
     if (pc.q8_mask != 0u || pc.h16_mask != 0u) {
       barrier();  // the slice's outputs are in s_out

@@ -301,19 +301,12 @@ void Forward::record_half(VkCommandBuffer cb, const std::vector<MmGroup>& groups
   Kernels::compute_barrier(cb);
 }
 
-uint32_t Forward::lerp_q8_mask(const std::vector<MmGroup>& groups, uint32_t T) const {
+uint32_t Forward::lerp_mask(const std::vector<MmGroup>& groups, uint32_t T, InputForm form) const {
   uint32_t mask = 0;
   for (const MmGroup& g : groups) {
-    if (!reads_q8(g, T)) continue;
-    for (const MmSlot& s : g.slots) mask |= 1u << ((s.x_off - a_.lerp) / (token_cap_ * hp_.n_embd));
-  }
-  return mask;
-}
-
-uint32_t Forward::lerp_h16_mask(const std::vector<MmGroup>& groups, uint32_t T) const {
-  uint32_t mask = 0;
-  for (const MmGroup& g : groups) {
-    if (!kernels_.reads_h16(g.type, g.slots, T)) continue;
+    const bool reads =
+        form == InputForm::kInt8 ? reads_q8(g, T) : kernels_.reads_h16(g.type, g.slots, T);
+    if (!reads) continue;
     for (const MmSlot& s : g.slots) mask |= 1u << ((s.x_off - a_.lerp) / (token_cap_ * hp_.n_embd));
   }
   return mask;
@@ -429,12 +422,12 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
                l > 0 ? (l - 1) * layer_floats + (N + 1) * row_floats : 0,
                meta_seq(),
                hp_.ln_eps};
-  tm.q8_mask = lerp_q8_mask(p.first, s.T);
+  tm.q8_mask = lerp_mask(p.first, s.T, InputForm::kInt8);
   tm.q8_off = a_.q_lerp;
   tm.q8_stride = token_cap_ * q8_row_floats(D);
   // The fp16 form of the lerps that tensor-core products read, from the shift itself (their
   // h16.comp dispatch and its barrier saved).
-  tm.h16_mask = lerp_h16_mask(p.first, s.T);
+  tm.h16_mask = lerp_mask(p.first, s.T, InputForm::kHalf);
   tm.h16_off = a_.h_lerp;
   tm.h16_stride = token_cap_ * (D / 2);
   kernels_.shift(cb, base_set_, tm, s.T);

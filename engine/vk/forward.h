@@ -95,13 +95,13 @@ class Forward {
   void record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s, uint32_t prof);
   void record_mm(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T, uint32_t prof);
   // Whether some product of `groups` reads its inputs' int8 form at T tokens (so their producer
-  // must write it), and which of the lerps (bit i: lerp i) those are for the first group.
+  // must write it).
   bool reads_q8(const MmGroup& group, uint32_t T) const;
   bool reads_q8(const std::vector<MmGroup>& groups, uint32_t T) const;
-  uint32_t lerp_q8_mask(const std::vector<MmGroup>& groups, uint32_t T) const;
-  // Which of the lerps (bit i: lerp i) the first groups read in fp16 form at T tokens: the
-  // shift writes those itself, so record_half() need not.
-  uint32_t lerp_h16_mask(const std::vector<MmGroup>& groups, uint32_t T) const;
+  // Which of the lerps (bit i: lerp i) the first groups read in int8 or fp16 form at T tokens:
+  // the shift writes those forms itself (so no q8 or h16 dispatch need).
+  enum class InputForm { kInt8, kHalf };
+  uint32_t lerp_mask(const std::vector<MmGroup>& groups, uint32_t T, InputForm form) const;
   // Writes the fp16 form of the inputs that `groups` read as such at T tokens (h16.comp), then
   // a barrier; nothing where none does.
   void record_half(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T,

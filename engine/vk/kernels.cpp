@@ -307,21 +307,22 @@ Pipelines::Key Kernels::mc_key(GgmlType type, uint32_t rows, uint32_t tokens, bo
 uint32_t Kernels::mc_split(std::span<const MmSlot> slots) const {
   const MmSlot& first = slots.front();
   if (first.part_off == kNoQ8 || mc_split_ == 1) return 1;
-  uint32_t tiles = 0, rows = 0, steps = UINT32_MAX;
+  uint32_t tiles = 0, rows = 0;
   for (const MmSlot& s : slots) {
     tiles += ceil_div(s.N, kTileRows);
     rows += s.N;
-    steps = std::min(steps, s.K / kMcStepK);
   }
+  // Every slot's steps of K divide evenly among the parts.
+  const auto divides = [&](uint32_t parts) {
+    return std::all_of(slots.begin(), slots.end(),
+                       [&](const MmSlot& s) { return (s.K / kMcStepK) % parts == 0; });
+  };
   // H100, 512 tokens, Q4_K: see docs/PERFORMANCE.md (session 9) for the products it splits.
   const uint32_t most = mc_split_ >= 2 ? std::min(mc_split_, kMcSplitMost) : kMcSplitMost;
   uint32_t split = 1;
-  while (split < most && (mc_split_ >= 2 || tiles * split < kMcSplitTiles) &&
-         steps % (2 * split) == 0 && 2 * split * rows <= first.part_width) {
+  while (split < most && (mc_split_ >= 2 || tiles * split < kMcSplitTiles) && divides(2 * split) &&
+         2 * split * rows <= first.part_width) {
     split *= 2;
-  }
-  for (const MmSlot& s : slots) {
-    if ((s.K / kMcStepK) % split != 0) return 1;
   }
   return split;
 }
