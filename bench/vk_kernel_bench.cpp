@@ -191,6 +191,8 @@ void product_args(benchmark::internal::Benchmark* b) {
       if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) {  // the same from int8 inputs
         for (int64_t T : {1, 2, 4, 8, 16}) b->Args({ti, K, N, T, 1, 1});
         b->Args({ti, K, N, 1, 0, 1});
+        // And on tensor cores from fp16 inputs (mcd.comp; T = 1 with RWKVD_VK_MCD_MIN_T=1).
+        for (int64_t T : {1, 2, 4, 8, 16}) b->Args({ti, K, N, T, 1, 2});
       }
     }
   }

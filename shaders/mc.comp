@@ -11,10 +11,7 @@
 // with few output rows, which otherwise leaves SMs idle; the 128-row tile halves how often the
 // tokens' inputs are read per product (every row tile reads all of them).
 //
-// Precision: operands are rounded to fp16 (relative 2^-11). The inputs are scaled by 2^-8 first
-// (and the sums back by 2^8, both exact), so activations up to 2^24 - the relu^2 output that
-// feeds the ffn value product can pass fp16's 65504 - stay finite; the cost is an absolute
-// rounding of 2^-17 for inputs below 2^-6.
+// Precision: tensor_core.glsl's (operands rounded to fp16, inputs scaled by 2^-8).
 //
 // X16 (specialization constant 1): x_off names the inputs' fp16 form, already scaled (h16.comp),
 // rather than their floats: half the bytes, and the tile loader stores them as they come. Every
@@ -55,17 +52,13 @@ layout(constant_id = 1) const bool X16 = false;
 const uint kStride = BK / 8 + 1;
 const uint kCStride = BM + 4;  // floats per token row of the fp32 result tile
 const uint kW = 0, kX = BM * kStride, kTiles = (BM + BN) * kStride, kC = BN * kCStride / 4u;
-const float kInScale = 1.0 / 256.0;
-
 #include "product.glsl"
 
 // [row][k] at kW: B as a column-major K x BM matrix; [token][k] at kX: A, row-major BN x K;
 // after the loop [token][row] fp32 (kCStride floats a token).
 shared uvec4 smem[kTiles > kC ? kTiles : kC];
 
-uvec4 pack8(vec4 a, vec4 b) {
-  return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));
-}
+#include "tensor_core.glsl"
 
 void main() {
   const uint s = gl_WorkGroupID.z / pc.ksplit, part = gl_WorkGroupID.z % pc.ksplit;
@@ -108,22 +101,7 @@ void main() {
   }
   for (uint q = q0; q < nq; ++q) {
     {
-      const uint p = 2u * q + wp;
-      vec4 w[8];
-      vec4 aff;
-      unpack_piece(raw, p, w, aff);
-#ifdef PIECE_AFFINE
-      [[unroll]] for (uint k = 0; k < 4; ++k) {
-        w[k] = w[k] * aff.x + aff.y;
-        w[4 + k] = w[4 + k] * aff.z + aff.w;
-      }
-#endif
-      // Runs A and B of the piece are 16 inputs each, at their offsets within the step.
-      const uint ka = (run_a(p) - BK * q) / 8u, kb = (run_b(p) - BK * q) / 8u;
-      smem[kW + wr * kStride + ka] = pack8(w[0], w[1]);
-      smem[kW + wr * kStride + ka + 1u] = pack8(w[2], w[3]);
-      smem[kW + wr * kStride + kb] = pack8(w[4], w[5]);
-      smem[kW + wr * kStride + kb + 1u] = pack8(w[6], w[7]);
+      stage_piece(raw, 2u * q + wp, q, kW + wr * kStride);
       [[unroll]] for (uint j = 0; j < XU; ++j) {
         smem[kX + xt * kStride + XU * xh + j] =
             X16 ? xu[j] : pack8(xv[2u * j] * kInScale, xv[2u * j + 1u] * kInScale);

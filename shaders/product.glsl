@@ -7,7 +7,9 @@ layout(push_constant) uniform PC {
   uvec4 y_off;      // act offset of y [T][N]
   uvec4 mode;       // 0 store, 1 add (residual), 2 tanh, 3 sigmoid, 4 relu^2
   uvec4 row_bytes;  // bytes per weight row
-  uvec4 yq_off;     // mvq.comp with QOUT: act offset of y's int8 form (q8.glsl), ~0u none
+  // y's second form, ~0u none: mvq.comp with QOUT its int8 form (q8.glsl), mcd.comp its fp16
+  // form (h16.comp's), each at this act offset.
+  uvec4 yq_off;
   uint T;
   // mc.comp split-K (Kernels::mc_split): ksplit workgroups share a tile, each summing 1 / ksplit
   // of K into partial sums at part_off (token t at t * part_width: per slot s, ksplit rows of

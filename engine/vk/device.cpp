@@ -286,6 +286,22 @@ Device::Device() {
       }
     }
 
+    // The driver's statistics of each pipeline (kernel tuning: registers, spills).
+    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pe{
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+    if (env_is("RWKVD_VK_PIPELINE_STATS", "1") &&
+        has_device_extension(phys_, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+      VkPhysicalDeviceFeatures2 q2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+      q2.pNext = &pe;
+      vkGetPhysicalDeviceFeatures2(phys_, &q2);
+      if (pe.pipelineExecutableInfo) {
+        features_.pipeline_stats = true;
+        dev_exts.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+        pe.pNext = e12.pNext;
+        e12.pNext = &pe;
+      }
+    }
+
     const float prio = 1.0f;
     VkDeviceQueueCreateInfo qci[2]{{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO},
                                    {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO}};

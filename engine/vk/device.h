@@ -28,6 +28,9 @@ struct DeviceFeatures {
   // offers the feature but emulates it). $RWKVD_VK_INT_DOT=0 turns it off.
   bool int_dot = false;
   bool int_dot_fast = false;
+  // VK_KHR_pipeline_executable_properties, enabled only with $RWKVD_VK_PIPELINE_STATS=1: every
+  // pipeline created prints the driver's statistics for it (registers, spills, ...) to stderr.
+  bool pipeline_stats = false;
 };
 
 class Device {

@@ -221,6 +221,14 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
   if (reads_q8(layers_.back().fval, 1) && !fkey_writes_q8(layers_.back(), 1)) {
     ++dispatches_per_layer_;  // fh's int8 form
   }
+  for (auto* gs : {&layers_.back().out, &layers_.back().fval}) {  // y's, fh's fp16 form
+    const bool own = gs == &layers_.back().out || !fkey_writes_h16(layers_.back(), 1);
+    if (own && std::any_of(gs->begin(), gs->end(), [&](const MmGroup& g) {
+          return kernels_.reads_h16(g.type, g.slots, 1);
+        })) {
+      ++dispatches_per_layer_;
+    }
+  }
 }
 
 Forward::~Forward() = default;
@@ -268,8 +276,9 @@ void Forward::record_mm(VkCommandBuffer cb, const std::vector<MmGroup>& groups, 
   }
 }
 
+// (Not where the product runs on tensor cores from the fp16 form instead.)
 bool Forward::reads_q8(const MmGroup& g, uint32_t T) const {
-  return kernels_.reads_q8(g.type, T) &&
+  return kernels_.reads_q8(g.type, T) && !kernels_.reads_h16(g.type, g.slots, T) &&
          std::all_of(g.slots.begin(), g.slots.end(), [](auto& s) { return s.q8_off != kNoQ8; });
 }
 
@@ -281,6 +290,12 @@ bool Forward::reads_q8(const std::vector<MmGroup>& groups, uint32_t T) const {
 bool Forward::fkey_writes_q8(const LayerPlan& p, uint32_t T) const {
   return reads_q8(p.fval, T) && p.fkey.size() == 1 && reads_q8(p.fkey[0], T) &&
          kernels_.writes_q8(p.fkey[0].type, hp_.n_ffn, T);
+}
+
+bool Forward::fkey_writes_h16(const LayerPlan& p, uint32_t T) const {
+  return p.fkey.size() == 1 && p.fval.size() == 1 &&
+         kernels_.reads_h16(p.fval[0].type, p.fval[0].slots, T) &&
+         kernels_.writes_h16(p.fkey[0].type, p.fkey[0].slots, T);
 }
 
 void Forward::record_half(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T,
@@ -511,11 +526,13 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
   profiler_.stamp(cb, prof, "shift ffn");
   Kernels::compute_barrier(cb);
   if (!fkey_h16) record_half(cb, p.fkey, s.T, prof);
-  // The ffn value product's int8 input: written by the ffn key product where it can, else by a
-  // dispatch of its own.
-  if (fkey_writes_q8(p, s.T)) {
+  // The ffn value product's int8 or fp16 input: written by the ffn key product where it can,
+  // else by a dispatch of its own.
+  const bool fkey_h16_out = fkey_writes_h16(p, s.T);
+  if (fkey_writes_q8(p, s.T) || fkey_h16_out) {
     std::vector<MmGroup> fkey = p.fkey;
-    fkey[0].slots[0].yq_off = a_.q_fh;
+    (fkey_h16_out ? fkey[0].slots[0].yh_off : fkey[0].slots[0].yq_off) =
+        fkey_h16_out ? a_.h_fh : a_.q_fh;
     record_mm(cb, fkey, s.T, prof);
   } else {
     record_mm(cb, p.fkey, s.T, prof);
@@ -526,7 +543,7 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
     profiler_.stamp(cb, prof, "q8 ffn");
     Kernels::compute_barrier(cb);
   }
-  record_half(cb, p.fval, s.T, prof);
+  if (!fkey_h16_out) record_half(cb, p.fval, s.T, prof);
   record_mm(cb, p.fval, s.T, prof);
 }
 

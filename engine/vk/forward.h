@@ -108,6 +108,8 @@ class Forward {
                    uint32_t prof);
   // Whether the ffn key product writes the int8 form of its output for the ffn value product.
   bool fkey_writes_q8(const LayerPlan& p, uint32_t T) const;
+  // Or its fp16 form (both on tensor cores: mcd.comp).
+  bool fkey_writes_h16(const LayerPlan& p, uint32_t T) const;
 
   Device& dev_;
   WeightStore& w_;

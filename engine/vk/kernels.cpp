@@ -17,10 +17,12 @@ constexpr uint32_t kCoopmatK = 64;                    // mc.comp BK: K must be a
 constexpr uint32_t kWkvBlock = 8;  // wkv_sg.comp TB: tokens per block (a multiple of 4)
 // wkv_sg.comp LL: weight vec4 a lane of its LoRA up phase holds at most (registers).
 constexpr uint32_t kWkvLoraLoadsMax = 40;
-constexpr uint32_t kQ8Wg = 64;      // q8.comp workgroup
-constexpr uint32_t kH16Wg = 64;     // h16.comp workgroup
-constexpr uint32_t kMcStepK = 64;   // mc.comp's K per step (BK)
-constexpr uint32_t kMcSumWg = 256;  // mc_sum.comp workgroup
+constexpr uint32_t kQ8Wg = 64;                      // q8.comp workgroup
+constexpr uint32_t kH16Wg = 64;                     // h16.comp workgroup
+constexpr uint32_t kMcStepK = 64;                   // mc.comp's K per step (BK)
+constexpr uint32_t kMcSumWg = 256;                  // mc_sum.comp workgroup
+constexpr uint32_t kMcdRows = 16, kMcdTokens = 16;  // mcd.comp BM, BT
+constexpr uint32_t kMcdMostSubgroups = 8;           // mcd.comp kMaxSubgroups
 // mc_split() doubles the parts (up to kMcSplitMost) while a product's row tiles (of 64) times
 // its parts stay below this: 2560 outputs (40 tiles) in 2, the LoRA down products (5 tiles) in
 // 8, r/k/v (3 x 40) and 10240 outputs not at all. H100, 512 tokens, fp16 inputs, 1 / 2 / 4
@@ -117,6 +119,9 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   mc_rows_ = env_u32("RWKVD_VK_MC_ROWS", 0);      // 64 or 128 forces a tile height; 0: mc_rows()
   mc_tokens_ = env_u32("RWKVD_VK_MC_TOKENS", 0);  // 32 or 64 forces a tile width; 0: by grid
   mc_split_ = env_u32("RWKVD_VK_MC_SPLIT", 0);
+  mcd_min_t_ = std::max(1u, env_u32("RWKVD_VK_MCD_MIN_T", mcd_min_t_));
+  mcd_max_t_ = std::min(kMcdTokens, env_u32("RWKVD_VK_MCD_MAX_T", mcd_max_t_));
+  mcd_sg_ = std::clamp(env_u32("RWKVD_VK_MCD_SG", mcd_sg_), 1u, kMcdMostSubgroups);
   wkv_portable_ = std::getenv("RWKVD_VK_WKV_PORTABLE") != nullptr;
   // Invocations per channel in wkv's LoRA up phase (more where the ranks need it): H100, 2.9B
   // Q4_K_M decode, see docs/PERFORMANCE.md.
@@ -179,6 +184,9 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size, uint32_t
           keys.push_back(mc_key(t, rows, 32, x16));
         }
       }
+    }
+    if (coopmat_ && mcd_max_t_ > 0 && !is_float_type(t) && half_inputs_) {
+      keys.push_back(mcd_key(t));
     }
     if (mv_max_t_ > 0) {
       // The token tiles mv_tokens() can pick, no more: each pipeline costs start-up time.
@@ -275,6 +283,11 @@ bool Kernels::reads_h16(GgmlType type, std::span<const MmSlot> slots, uint32_t T
          });
 }
 
+bool Kernels::writes_h16(GgmlType type, std::span<const MmSlot> slots, uint32_t T) const {
+  return few_on_coopmat(T) && reads_h16(type, slots, T) &&
+         std::all_of(slots.begin(), slots.end(), [](const MmSlot& s) { return s.N % 2 == 0; });
+}
+
 void Kernels::to_half(VkCommandBuffer cb, VkDescriptorSet set, uint32_t T,
                       std::span<const HalfRegion> regions) {
   if (regions.empty() || regions.size() > kHalfRegions || T == 0) {
@@ -295,8 +308,18 @@ void Kernels::to_half(VkCommandBuffer cb, VkDescriptorSet set, uint32_t T,
 }
 
 bool Kernels::uses_coopmat(GgmlType type, uint32_t K, uint32_t T, bool half_ok) const {
+  if (!coopmat_ || K % kCoopmatK != 0) return false;
+  if (few_on_coopmat(T)) return !is_float_type(type);
   const bool typed = !is_float_type(type) || (half_ok && type == GgmlType::F32);
-  return coopmat_ && typed && K % kCoopmatK == 0 && T > mv_max_t_ && T >= mt_min_t_;
+  return typed && T > mv_max_t_ && T >= mt_min_t_;
+}
+
+bool Kernels::few_on_coopmat(uint32_t T) const {
+  return coopmat_ && T >= mcd_min_t_ && T <= mcd_max_t_;
+}
+
+Pipelines::Key Kernels::mcd_key(GgmlType type) const {
+  return {"mcd_" + weight_type_suffix(type), {32 * mcd_sg_}};
 }
 
 Pipelines::Key Kernels::mc_key(GgmlType type, uint32_t rows, uint32_t tokens, bool x16) const {
@@ -354,6 +377,7 @@ std::vector<std::string> Kernels::choices(uint32_t head_size) const {
   }
   if (mv_max_t_ > 0) out.push_back("decode_matvec");
   if (coopmat_) out.push_back("tensor_cores");
+  if (coopmat_ && mcd_max_t_ > 0 && half_inputs_) out.push_back("tensor_cores_decode");
   if (dev_.features().int_dot && mv_max_t_ > 0) {
     out.push_back(dev_.features().int_dot_fast ? "int8_decode" : "int8_decode_emulated");
   }
@@ -445,6 +469,22 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
   for (const MmSlot& sl : slots) {
     k32 = k32 && sl.K % 32 == 0;
     coopmat = coopmat && uses_coopmat(type, sl.K, T, sl.half_ok);
+  }
+  const bool hout =
+      std::any_of(slots.begin(), slots.end(), [](const MmSlot& s) { return s.yh_off != kNoQ8; });
+  if (hout && !writes_h16(type, slots, T)) {
+    throw EngineError("vk mm: this product cannot write its output's fp16 form");
+  }
+  if (k32 && !qout && few_on_coopmat(T) && reads_h16(type, slots, T)) {
+    for (size_t i = 0; i < slots.size(); ++i) {
+      pc.x_off[i] = slots[i].h16_off;
+      pc.yq_off[i] = slots[i].yh_off;
+    }
+    const Pipelines::Key key = mcd_key(type);
+    bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
+    vkCmdDispatch(cb, ceil_div(max_n, kMcdRows), ceil_div(T, kMcdTokens),
+                  static_cast<uint32_t>(slots.size()));
+    return;
   }
   if (k32 && T <= mv_max_t_) {
     const uint32_t tt = mv_tokens(T, mv_tt_max_);

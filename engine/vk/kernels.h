@@ -30,6 +30,8 @@ struct MmSlot {
   uint32_t q8_off = kNoQ8;
   // act float offset where mm() also writes y's int8 form (needs writes_q8()).
   uint32_t yq_off = kNoQ8;
+  // act float offset where mm() also writes y's fp16 form (needs writes_h16()).
+  uint32_t yh_off = kNoQ8;
   // act float offset of x's fp16 form (shaders/h16.comp: T rows of K / 2 words), where the
   // forward wrote one; on tensor cores (uses_coopmat()) mm() reads it instead of x.
   uint32_t h16_off = kNoQ8;
@@ -105,6 +107,9 @@ class Kernels {
   // Whether mm() runs these products on tensor cores reading their inputs' fp16 form (every
   // slot has an h16_off): the caller must have written it (to_half()).
   bool reads_h16(GgmlType type, std::span<const MmSlot> slots, uint32_t T) const;
+  // Whether mm() can also write the fp16 form of its output (MmSlot::yh_off) for these products
+  // at T tokens, reading fp16 inputs: saves the consumer a to_half().
+  bool writes_h16(GgmlType type, std::span<const MmSlot> slots, uint32_t T) const;
   // The fp16 form (shaders/h16.comp) of up to kHalfRegions activation regions at T tokens.
   struct HalfRegion {
     uint32_t K, x_off, h_off;  // K % 8 == 0
@@ -132,9 +137,9 @@ class Kernels {
   // that also names transfers costs more on some drivers).
   static void compute_barrier(VkCommandBuffer cb);
 
-  // Whether mm() runs T tokens of `type` with inputs of K on tensor cores (mc.comp: fp16
-  // operands, see its precision note) rather than in fp32; F32 weights only with half_ok
-  // (MmSlot::half_ok).
+  // Whether mm() runs T tokens of `type` with inputs of K on tensor cores (mc.comp, or mcd.comp
+  // for a few tokens: fp16 operands, see tensor_core.glsl) rather than in fp32 or on int8
+  // inputs; F32 weights only with half_ok (MmSlot::half_ok) and many tokens.
   bool uses_coopmat(GgmlType type, uint32_t K, uint32_t T, bool half_ok = false) const;
 
   uint32_t dispatches() const { return dispatches_; }  // recorded so far (for reports/tests)
@@ -165,6 +170,9 @@ class Kernels {
   std::string mc_name(GgmlType type, uint32_t rows, uint32_t tokens) const;
   // Its pipeline; x16: reading the inputs' fp16 form.
   Pipelines::Key mc_key(GgmlType type, uint32_t rows, uint32_t tokens, bool x16) const;
+  // Whether T tokens take mcd.comp (tensor cores for a few tokens) where the weights are quantised.
+  bool few_on_coopmat(uint32_t T) const;
+  Pipelines::Key mcd_key(GgmlType type) const;
   // Workgroups that share each mc.comp tile, each over a part of K (1 to 8): products with
   // few row tiles, where slots' scratch (MmSlot::part_off) holds the partial sums. Depends on
   // the product's shape, not on T, so a token's sums run in the same order in any chunk.
@@ -207,6 +215,10 @@ class Kernels {
   // mc_split(): $RWKVD_VK_MC_SPLIT 1 never splits, 2, 4 or 8 splits up to that wherever the
   // scratch and K allow; 0 (default) splits products of few row tiles (kMcSplitTiles).
   uint32_t mc_split_ = 0;
+  // mcd.comp for mcd_min_t_ .. mcd_max_t_ tokens ($RWKVD_VK_MCD_MIN_T, _MAX_T; max 0: never), with
+  // mcd_sg_ subgroups a workgroup ($RWKVD_VK_MCD_SG, 1 .. 8). One token stays on the int8
+  // products (H100, Q4_K 2560 -> 10240: 12.1 us there, ~22 us here at any token count).
+  uint32_t mcd_min_t_ = 2, mcd_max_t_ = 16, mcd_sg_ = 8;
 };
 
 // Shader-name suffix of a weight type ("q4_k").

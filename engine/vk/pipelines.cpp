@@ -12,6 +12,7 @@
 #include <iterator>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "engine/vk/vk_check.h"
 #include "shaders/shaders.h"
@@ -62,6 +63,50 @@ void write_cache_file(const std::string& path, const std::vector<char>& blob) {
   }
   std::filesystem::rename(tmp, path, ec);
   if (ec) std::filesystem::remove(tmp, ec);
+}
+
+// One stderr line per executable of pipeline p: the driver's statistics ($RWKVD_VK_PIPELINE_STATS).
+void print_statistics(const Device& dev, VkPipeline p, const Pipelines::Key& key) {
+  const auto props = reinterpret_cast<PFN_vkGetPipelineExecutablePropertiesKHR>(
+      vkGetDeviceProcAddr(dev.device(), "vkGetPipelineExecutablePropertiesKHR"));
+  const auto stats = reinterpret_cast<PFN_vkGetPipelineExecutableStatisticsKHR>(
+      vkGetDeviceProcAddr(dev.device(), "vkGetPipelineExecutableStatisticsKHR"));
+  if (props == nullptr || stats == nullptr) return;
+  VkPipelineInfoKHR pi{VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
+  pi.pipeline = p;
+  uint32_t n = 0;
+  if (props(dev.device(), &pi, &n, nullptr) != VK_SUCCESS) return;
+  std::string spec;
+  for (const uint32_t v : key.second) spec += (spec.empty() ? "" : ",") + std::to_string(v);
+  for (uint32_t e = 0; e < n; ++e) {
+    VkPipelineExecutableInfoKHR ei{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR};
+    ei.pipeline = p;
+    ei.executableIndex = e;
+    uint32_t m = 0;
+    if (stats(dev.device(), &ei, &m, nullptr) != VK_SUCCESS) continue;
+    std::vector<VkPipelineExecutableStatisticKHR> st(
+        m, VkPipelineExecutableStatisticKHR{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR});
+    if (stats(dev.device(), &ei, &m, st.data()) != VK_SUCCESS) continue;
+    std::string line = "rwkvd: pipeline " + key.first + " {" + spec + "}:";
+    for (const VkPipelineExecutableStatisticKHR& x : st) {
+      line += std::string(" ") + x.name + "=";
+      switch (x.format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+          line += x.value.b32 ? "true" : "false";
+          break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+          line += std::to_string(x.value.i64);
+          break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+          line += std::to_string(x.value.u64);
+          break;
+        default:
+          line += std::to_string(x.value.f64);
+      }
+      line += ";";
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
 }
 
 }  // namespace
@@ -184,10 +229,12 @@ VkPipeline Pipelines::create(const Key& key) const {
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = &si;
   ci.layout = layout_;
+  if (dev_.features().pipeline_stats) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   VkPipeline p;
   const VkResult r = vkCreateComputePipelines(dev_.device(), cache_, 1, &ci, nullptr, &p);
   vkDestroyShaderModule(dev_.device(), module, nullptr);
   if (r != VK_SUCCESS) vk_fail(r, ("vkCreateComputePipelines(" + name + ")").c_str());
+  if (dev_.features().pipeline_stats) print_statistics(dev_, p, key);
   return p;
 }
 

@@ -109,9 +109,10 @@ void check_product(VkRig& rig, GgmlType type, uint32_t T, uint32_t K, bool subgr
 class VkMatmul : public ::testing::TestWithParam<GgmlType> {};
 
 // T = 1, 3 and 11 run the decode matvec (mv.comp) where subgroups exist (else mm.comp, and the
-// tiled mt.comp from 9 tokens); 70 (two 64-token tiles) runs mt.comp, or mc.comp on tensor
-// cores for quantised types (and F32 with MmSlot::half_ok) where the device has them. K = 1280
-// gives mv.comp several staged chunks of K, the last one partial (chunks are 32 x the subgroup
+// tiled mt.comp from 9 tokens), 3 and 11 from the fp16 form on tensor cores (mcd.comp) for
+// quantised types where the device has them; 70 (two 64-token tiles) runs mt.comp, or mc.comp on
+// tensor cores for quantised types (and F32 with MmSlot::half_ok) where the device has them. K =
+// 1280 gives mv.comp several staged chunks of K, the last one partial (chunks are 32 x the subgroup
 // size: 1024 on NVIDIA). Variants: subgroups, then (tensor-core devices) the same device with
 // mc.comp's 64-token tiles forced (the test's grids are small enough to get its 32-token tiles
 // otherwise) and both with 128-row tiles; no subgroups. Few devices per process: the NVIDIA driver
@@ -136,6 +137,11 @@ TEST_P(VkMatmul, MatchesDequantizedCpuProductEveryEpilogue) {
         // The test's products are small enough for mc_split() to split K in 8 by default.
         {", mc without split-K", {{"RWKVD_VK_MC_SPLIT", "1"}}},
         {", mc split-K in 2", {{"RWKVD_VK_MC_SPLIT", "2"}}},
+        // mcd.comp (T = 3 and 11 by default): one token too, and its other shapes.
+        {", mcd from one token", {{"RWKVD_VK_MCD_MIN_T", "1"}}},
+        {", mcd with 3 subgroups", {{"RWKVD_VK_MCD_SG", "3"}}},
+        {", mcd with 1 subgroup", {{"RWKVD_VK_MCD_SG", "1"}}},
+        {", no mcd", {{"RWKVD_VK_MCD_MAX_T", "0"}}},
     };
     for (size_t ti = 0; ti < tiles.size(); ++ti) {
       if (ti > 0) {
@@ -230,7 +236,9 @@ void check_product(VkRig& rig, GgmlType type, uint32_t T, uint32_t K, bool subgr
         std::fill_n(rig.ptr<float>(rig.act), size_t{T} * K, std::nanf(""));
       }
       rig.run([&](VkCommandBuffer cb) { rig.kernels->mm(cb, set, type, slots, T); });
-      const bool fp16 = rig.kernels->uses_coopmat(type, K, T, half_ok);
+      // Up to 16 tokens tensor cores (mcd.comp) take only the fp16 form; from 17 mc.comp takes
+      // floats too.
+      const bool fp16 = via_h16 || (T > 16 && rig.kernels->uses_coopmat(type, K, T, half_ok));
       if (fp16) ran_coopmat = true;
       for (int s = 0; s < 4; ++s) {
         for (uint32_t t = 0; t < T; ++t) {
@@ -260,7 +268,7 @@ void check_product(VkRig& rig, GgmlType type, uint32_t T, uint32_t K, bool subgr
       }
     }
   }
-  if (ran_coopmat) std::printf("[ coopmat  ] T = %u ran on tensor cores (mc.comp)\n", T);
+  if (ran_coopmat) std::printf("[ coopmat  ] T = %u ran on tensor cores\n", T);
 }
 
 // h16.comp: the fp16 form tensor-core products read (runs on any device, lavapipe included).
@@ -290,6 +298,65 @@ TEST(VkHalfForm, IsScaledInputsRoundedToHalves) {
       const uint16_t got = words[2 * h_off[r] + i], near = engine::fp32_to_fp16(want);
       ASSERT_LE(std::abs(int{got} - int{near}), 1) << "region " << r << " element " << i << ": "
                                                    << engine::fp16_to_fp32(got) << " for " << want;
+    }
+  }
+  RWKVD_EXPECT_NO_VALIDATION_ERRORS(errors);
+}
+
+// A few tokens on tensor cores (mcd.comp) also writing their outputs' fp16 form (MmSlot::yh_off,
+// for the ffn value product): the words must be h16.comp's of the floats the product stored,
+// bit for bit, for both slots, every token (5 of a 16-token tile), a ReLU^2 epilogue included.
+TEST(VkMatmulHalfOut, WritesTheFp16FormOfItsOutputs) {
+  VkRig rig;
+  constexpr GgmlType kType = GgmlType::Q4_K;
+  constexpr uint32_t T = 5, K = 512, N[2] = {48, 24};
+  const uint64_t errors = Device::validation_errors();
+  MmSlot probe{K, N[0], 0, 0, MmMode::kStore, 0};
+  probe.h16_off = 0;
+  if (!rig.kernels->writes_h16(kType, {&probe, 1}, T)) {
+    GTEST_SKIP() << "the device runs no tensor-core product for a few tokens (mcd.comp)";
+  }
+  const uint32_t rb = static_cast<uint32_t>(*engine::ggml_row_bytes(kType, K));
+  // act: x, its fp16 form, then per slot y, y's fp16 form from the product, h16.comp's of y.
+  const uint32_t x_h = T * K, y0 = x_h + T * K / 2;
+  uint32_t y_off[2], yh[2], ref[2], at = y0;
+  for (int s = 0; s < 2; ++s) {
+    y_off[s] = at;
+    yh[s] = at + T * N[s];
+    ref[s] = yh[s] + T * N[s] / 2;
+    at = ref[s] + T * N[s] / 2;
+  }
+  rig.make(rig.vecs, 4);
+  rig.make(rig.meta, 4);
+  rig.make(rig.state, 4);
+  rig.make(rig.act, at);
+  MmSlot slots[2];
+  for (int s = 0; s < 2; ++s) {
+    const auto w = random_weights(kType, K, N[s], 40 + s);
+    rig.make(rig.weights[s], w.size() / 4 + 4);
+    std::memcpy(rig.weights[s].mapped(), w.data(), w.size());
+    slots[s] = {K, N[s], 0, y_off[s], s == 0 ? MmMode::kReluSq : MmMode::kStore, rb};
+    slots[s].h16_off = x_h;
+    slots[s].yh_off = yh[s];
+  }
+  ASSERT_TRUE(rig.kernels->writes_h16(kType, slots, T));
+  const std::vector<float> x = random_floats(size_t{T} * K, 8);
+  std::memcpy(rig.act.mapped(), x.data(), x.size() * 4);
+  const VkDescriptorSet set = rig.set();
+  const engine::vk::Kernels::HalfRegion in{K, 0, x_h};
+  const engine::vk::Kernels::HalfRegion outs[2] = {{N[0], y_off[0], ref[0]},
+                                                   {N[1], y_off[1], ref[1]}};
+  rig.run([&](VkCommandBuffer cb) {
+    rig.kernels->to_half(cb, set, T, {&in, 1});
+    engine::vk::Kernels::compute_barrier(cb);
+    rig.kernels->mm(cb, set, kType, slots, T);
+    engine::vk::Kernels::compute_barrier(cb);
+    rig.kernels->to_half(cb, set, T, outs);
+  });
+  const auto* words = rig.ptr<uint32_t>(rig.act);
+  for (int s = 0; s < 2; ++s) {
+    for (uint32_t i = 0; i < T * N[s] / 2; ++i) {
+      ASSERT_EQ(words[yh[s] + i], words[ref[s] + i]) << "slot " << s << " word " << i;
     }
   }
   RWKVD_EXPECT_NO_VALIDATION_ERRORS(errors);

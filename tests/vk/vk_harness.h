@@ -33,7 +33,7 @@ class VkRig {
     pipes = std::make_unique<engine::vk::Pipelines>(*dev);
     kernels = std::make_unique<engine::vk::Kernels>(*dev, *pipes);
     cmds = std::make_unique<engine::vk::Commands>(*dev);
-    sets = std::make_unique<engine::vk::DescriptorSets>(*dev, pipes->set_layout(), 64);
+    sets = std::make_unique<engine::vk::DescriptorSets>(*dev, pipes->set_layout(), 128);
   }
 
   // (Re)creates a binding's buffer with `floats` words, zero-filled.
