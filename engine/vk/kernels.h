@@ -216,9 +216,11 @@ class Kernels {
   // scratch and K allow; 0 (default) splits products of few row tiles (kMcSplitTiles).
   uint32_t mc_split_ = 0;
   // mcd.comp for mcd_min_t_ .. mcd_max_t_ tokens ($RWKVD_VK_MCD_MIN_T, _MAX_T; max 0: never), with
-  // mcd_sg_ subgroups a workgroup ($RWKVD_VK_MCD_SG, 1 .. 8). One token stays on the int8
-  // products (H100, Q4_K 2560 -> 10240: 12.1 us there, ~22 us here at any token count).
-  uint32_t mcd_min_t_ = 2, mcd_max_t_ = 16, mcd_sg_ = 8;
+  // mcd_sg_ subgroups a workgroup ($RWKVD_VK_MCD_SG, 1 .. 8). Up to 4 tokens stay on the int8
+  // products, which cost less there (H100, us at 1 / 2 / 4 tokens, int8 -> mcd.comp: Q4_K 2560 ->
+  // 10240 12.1 / 16.3 / 22.3 -> ~22 at any count; 10240 -> 2560 12.8 / 18.3 / 24.9 -> ~33; 2560
+  // -> 2560 6.3 / 8.4 / 10.9 -> ~10.6; docs/PERFORMANCE.md, session 10).
+  uint32_t mcd_min_t_ = 5, mcd_max_t_ = 16, mcd_sg_ = 8;
 };
 
 // Shader-name suffix of a weight type ("q4_k").
