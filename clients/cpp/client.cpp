@@ -19,6 +19,12 @@ using protocol::Value;
 
 namespace {
 
+// A request's starting state from its options, as a view (none: empty).
+template <class Options>
+std::span<const float> state_of(const Options& o) {
+  return o.state ? std::span<const float>(*o.state) : std::span<const float>();
+}
+
 // Lease ids of dropped tensors, waiting to ride on the next request. Shared with the lease
 // handles so a tensor may outlive its Client (its release is then simply lost and the worker's
 // timeout reclaims the slot).
@@ -143,8 +149,14 @@ bool Client::shm_mapped() const {
 
 protocol::Reply Client::call(Request& req,
                              const std::function<void(const protocol::Reply&)>& on_more) {
+  return call_with_state(req, {}, on_more);
+}
+
+protocol::Reply Client::call_with_state(
+    Request& req, std::span<const float> state,
+    const std::function<void(const protocol::Reply&)>& on_more) {
   const InputsInFlight inputs{*impl_};
-  send(req);
+  send(req, state);
   protocol::Reply final;
   receive({&req.id, 1}, [&](size_t, protocol::Reply r) {
     if (r.more) {
@@ -156,12 +168,13 @@ protocol::Reply Client::call(Request& req,
   return final;
 }
 
-std::vector<protocol::Reply> Client::call_all(std::vector<Request>& reqs) {
+std::vector<protocol::Reply> Client::call_all(std::vector<Request>& reqs,
+                                              std::span<const float> state) {
   const InputsInFlight inputs{*impl_};
   std::vector<uint64_t> ids;
   for (Request& req : reqs) {
     if (req.stream) throw std::invalid_argument("call_all: streamed requests are not supported");
-    send(req);
+    send(req, state);
     ids.push_back(req.id);
   }
   std::vector<protocol::Reply> out(reqs.size());
@@ -169,7 +182,7 @@ std::vector<protocol::Reply> Client::call_all(std::vector<Request>& reqs) {
   return out;
 }
 
-void Client::send(Request& req) {
+void Client::send(Request& req, std::span<const float> state) {
   req.id = impl_->next_id++;
   // A ring whose worker has exited belongs to a worker that was restarted under us: stop asking
   // for shm tensors until a hello maps the new one.
@@ -183,16 +196,18 @@ void Client::send(Request& req) {
   // A large state goes through a shared-memory object of ours where the worker sees our objects
   // (we mapped its ring: same host): one copy, where inline it is packed, sent through the
   // socket and unpacked (PROTOCOL.md, "Shared-memory inputs"). Inline if the object fails.
-  if (req.state && impl_->reader &&
-      req.state->size() * sizeof(float) >= impl_->shm_input_min_bytes) {
+  if (state.empty() && req.state) state = *req.state;
+  if (!state.empty() && impl_->reader &&
+      state.size() * sizeof(float) >= impl_->shm_input_min_bytes) {
     try {
-      impl_->inputs.emplace_back(std::as_bytes(std::span(*req.state)));
+      impl_->inputs.emplace_back(std::as_bytes(state));
       req.state_shm =
           Request::ShmInputRef{impl_->inputs.back().name(), impl_->inputs.back().bytes()};
       req.state.reset();
     } catch (const std::system_error&) {
     }
   }
+  if (!state.empty() && !req.state_shm && !req.state) req.state.emplace(state.begin(), state.end());
   const std::string bytes = protocol::encode_request(req);
   impl_->sock.send(zmq::buffer(bytes), zmq::send_flags::none);
 }
@@ -255,7 +270,9 @@ std::vector<GenerateResult> Client::generate_all(const std::vector<protocol::Inp
     reqs[i] = generate_request(prompts[i], options, sessions.empty() ? 0 : sessions[i]);
   }
   std::vector<GenerateResult> out;
-  for (const protocol::Reply& r : call_all(reqs)) out.push_back(generate_result(r));
+  for (const protocol::Reply& r : call_all(reqs, state_of(options))) {
+    out.push_back(generate_result(r));
+  }
   return out;
 }
 
@@ -345,8 +362,7 @@ Request Client::generate_request(const protocol::Input& prompt, const GenerateOp
   req.inputs.push_back(prompt);
   req.sampling = options.sampling;
   req.return_state = options.return_state;
-  req.state = options.state;
-  req.session = session;
+  req.session = session;  // options.state goes with send(): no copy into the request
   return req;
 }
 
@@ -374,7 +390,7 @@ GenerateResult Client::generate(const protocol::Input& prompt, const GenerateOpt
     if (const Value* t = r.body.find("text")) c.text = t->as_str();
     on_chunk(c);
   };
-  return generate_result(call(req, more));
+  return generate_result(call_with_state(req, state_of(options), more));
 }
 
 Tensor Client::embed(const std::vector<protocol::Input>& inputs) {
@@ -385,11 +401,10 @@ Tensor Client::embed(const std::vector<protocol::Input>& inputs) {
   return to_tensor(need(call(req).body, "embeddings"));
 }
 
-uint64_t Client::session_open(std::optional<std::vector<float>> state) {
+uint64_t Client::session_open(std::span<const float> state) {
   Request req;
   req.op = Op::kSessionOpen;
-  req.state = std::move(state);
-  return need(call(req).body, "session").as_uint();
+  return need(call_with_state(req, state).body, "session").as_uint();
 }
 
 void Client::session_close(uint64_t session) {
@@ -426,8 +441,7 @@ void Client::session_set_state(uint64_t session, std::span<const float> state) {
   Request req;
   req.op = Op::kSessionSetState;
   req.session = session;
-  req.state = std::vector<float>(state.begin(), state.end());
-  call(req);
+  call_with_state(req, state);
 }
 
 Tensor Client::session_embed(uint64_t session, const protocol::Input& input) {
@@ -446,9 +460,8 @@ ForwardResult Client::forward(const protocol::Input& input, const ForwardOptions
   req.inputs.push_back(input);
   req.output = options.output;
   req.session = options.session;
-  req.state = options.state;
   req.return_state = options.return_state;
-  const protocol::Reply r = call(req);
+  const protocol::Reply r = call_with_state(req, state_of(options));
   ForwardResult f;
   f.output = to_tensor(need(r.body, "output"));
   f.n_tokens = need(r.body, "n_tokens").as_uint();

@@ -127,7 +127,8 @@ class Client {
   // [n_inputs, n_embd], final norm applied, the last token of each input.
   Tensor embed(const std::vector<protocol::Input>& inputs);
 
-  uint64_t session_open(std::optional<std::vector<float>> state = std::nullopt);
+  // Opens a session, from `state` where one is given (read here, not kept).
+  uint64_t session_open(std::span<const float> state = {});
   void session_close(uint64_t session);
   uint64_t session_fork(uint64_t session);
   uint64_t session_feed(uint64_t session, const protocol::Input& input);  // -> position
@@ -146,12 +147,18 @@ class Client {
   protocol::Reply call(protocol::Request& req,
                        const std::function<void(const protocol::Reply&)>& on_more = {});
   // Sends every request (ids assigned here) before reading any reply, then returns their final
-  // replies in order: one round trip's latency for all of them. No streamed requests.
-  std::vector<protocol::Reply> call_all(std::vector<protocol::Request>& reqs);
+  // replies in order: one round trip's latency for all of them. No streamed requests. `state`,
+  // where given, is every request's starting state (instead of its req.state).
+  std::vector<protocol::Reply> call_all(std::vector<protocol::Request>& reqs,
+                                        std::span<const float> state = {});
   Tensor to_tensor(const protocol::Value& v);
 
  private:
-  void send(protocol::Request& req);
+  // `state`, where given, is the request's state (instead of req.state): written straight into a
+  // shared-memory input where one can be made, copied into the request only to go inline.
+  void send(protocol::Request& req, std::span<const float> state = {});
+  protocol::Reply call_with_state(protocol::Request& req, std::span<const float> state,
+                                  const std::function<void(const protocol::Reply&)>& on_more = {});
   void receive(std::span<const uint64_t> ids,
                const std::function<void(size_t, protocol::Reply)>& on_reply);
   protocol::Request generate_request(const protocol::Input& prompt, const GenerateOptions& options,
