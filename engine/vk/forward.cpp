@@ -221,13 +221,15 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
   if (reads_q8(layers_.back().fval, 1) && !fkey_writes_q8(layers_.back(), 1)) {
     ++dispatches_per_layer_;  // fh's int8 form
   }
-  for (auto* gs : {&layers_.back().out, &layers_.back().fval}) {  // y's, fh's fp16 form
-    const bool own = gs == &layers_.back().out || !fkey_writes_h16(layers_.back(), 1);
-    if (own && std::any_of(gs->begin(), gs->end(), [&](const MmGroup& g) {
-          return kernels_.reads_h16(g.type, g.slots, 1);
-        })) {
-      ++dispatches_per_layer_;
-    }
+  // y's and fh's fp16 form (record_half), where their products read it and nothing else
+  // writes it.
+  const auto reads_h16 = [&](const std::vector<MmGroup>& gs) {
+    return std::any_of(gs.begin(), gs.end(),
+                       [&](const MmGroup& g) { return kernels_.reads_h16(g.type, g.slots, 1); });
+  };
+  if (reads_h16(layers_.back().out)) ++dispatches_per_layer_;
+  if (reads_h16(layers_.back().fval) && !fkey_writes_h16(layers_.back(), 1)) {
+    ++dispatches_per_layer_;
   }
 }
 
@@ -531,8 +533,11 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
   const bool fkey_h16_out = fkey_writes_h16(p, s.T);
   if (fkey_writes_q8(p, s.T) || fkey_h16_out) {
     std::vector<MmGroup> fkey = p.fkey;
-    (fkey_h16_out ? fkey[0].slots[0].yh_off : fkey[0].slots[0].yq_off) =
-        fkey_h16_out ? a_.h_fh : a_.q_fh;
+    if (fkey_h16_out) {
+      fkey[0].slots[0].yh_off = a_.h_fh;
+    } else {
+      fkey[0].slots[0].yq_off = a_.q_fh;
+    }
     record_mm(cb, fkey, s.T, prof);
   } else {
     record_mm(cb, p.fkey, s.T, prof);
