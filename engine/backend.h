@@ -38,9 +38,13 @@ struct BackendOptions {
 struct LoadStats {
   double usable_ms = 0;
   double resident_ms = 0;
-  // Parts of usable_ms on a GPU (0 elsewhere): open -> device ready (instance, driver), and the
-  // forward's set-up (its pipelines, from the pipeline cache where warm; buffers; descriptors).
+  // Parts of usable_ms on a GPU (0 elsewhere), in order: open -> device ready (instance,
+  // driver); the pipeline cache read from disk; the weights' device memory and the upload's
+  // staging and thread; the forward's set-up (its pipelines, from the pipeline cache where warm;
+  // buffers; descriptors). The rest: state transfer buffers, command pool.
   double device_ms = 0;
+  double pipeline_cache_ms = 0;
+  double weights_setup_ms = 0;
   double forward_setup_ms = 0;
   uint64_t weight_bytes = 0;
   uint64_t state_bytes = 0;

@@ -80,6 +80,8 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
     report.add("load.resident_ms", "ms", ls.resident_ms);
     if (ls.device_ms > 0) {  // the GPU's parts of usable_ms
       report.add("load.device_ms", "ms", ls.device_ms);
+      report.add("load.pipeline_cache_ms", "ms", ls.pipeline_cache_ms);
+      report.add("load.weights_setup_ms", "ms", ls.weights_setup_ms);
       report.add("load.forward_setup_ms", "ms", ls.forward_setup_ms);
     }
   }

@@ -40,9 +40,12 @@ class VkBackendImpl final : public VkBackend {
     dev_ = std::make_unique<Device>();
     device_s_ = seconds_since_open();
     pipes_ = std::make_unique<Pipelines>(*dev_);
+    pipeline_cache_s_ = seconds_since_open() - device_s_;
+    const double weights_start_s = seconds_since_open();
     weights_ = std::make_unique<WeightStore>(*dev_, *model_);
     upload_start_s_ = seconds_since_open();
     uploader_ = std::make_unique<Uploader>(*dev_, *weights_, staging_bytes());
+    weights_setup_s_ = seconds_since_open() - weights_start_s;
     // Pipelines compile while the weights stream in.
     const uint32_t token_cap = std::max(opt_.max_chunk, std::min(opt_.n_slots, 64u));
     const double forward_start_s = seconds_since_open();
@@ -79,6 +82,8 @@ class VkBackendImpl final : public VkBackend {
     LoadStats s;
     s.usable_ms = 1e3 * usable_s_;
     s.device_ms = 1e3 * device_s_;
+    s.pipeline_cache_ms = 1e3 * pipeline_cache_s_;
+    s.weights_setup_ms = 1e3 * weights_setup_s_;
     s.forward_setup_ms = 1e3 * forward_setup_s_;
     const double r = uploader_->resident_seconds();
     s.resident_ms = r < 0 ? -1 : 1e3 * (upload_start_s_ + r);
@@ -309,6 +314,7 @@ class VkBackendImpl final : public VkBackend {
   Rwkv7Hparams hp_;
   Clock::time_point open_;
   double usable_s_ = 0, upload_start_s_ = 0, device_s_ = 0, forward_setup_s_ = 0;
+  double pipeline_cache_s_ = 0, weights_setup_s_ = 0;
   // Declaration order is destruction order reversed: the device outlives everything on it.
   std::unique_ptr<Device> dev_;
   std::unique_ptr<Pipelines> pipes_;
