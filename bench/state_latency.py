@@ -89,22 +89,24 @@ def main() -> int:
                     raise RuntimeError("the shared-memory ring could not be mapped")
                 with shm.session() as s:
                     s.feed(list(b"A short prompt."))  # ids below 256: any vocab has them
-                    s_inline = Session(inline, s.id)
                     st = s.state()
                     ring = np.frombuffer(shm._ring.mm, dtype=np.uint8)
                     view = np.shares_memory(st, ring) and not st.flags.owndata
                     print(f"state {st.shape} = {st.size / 1e6:.2f}M floats "
                           f"({st.nbytes / 2**20:.1f} MiB); shm array is a view of the ring: {view}")
-                    np.testing.assert_array_equal(s_inline.state(), st)
-                    del st, ring
-                    for _ in range(2):  # warm both paths (page faults, allocator)
-                        time_states(s, 1, True)
-                        time_states(s_inline, 1, True)
-                    for touch in (False, True):
-                        what = "request -> array" + (" + full read" if touch else "")
-                        print(f"{what}, {args.repeats} requests each:")
-                        print(f"  shm    {summary(time_states(s, args.repeats, touch))}")
-                        print(f"  inline {summary(time_states(s_inline, args.repeats, touch))}")
+                    # Sessions belong to the client that opened them: the inline client opens
+                    # its own from the same state.
+                    with inline.session(state=np.array(st)) as s_inline:
+                        np.testing.assert_array_equal(s_inline.state(), st)
+                        del st, ring
+                        for _ in range(2):  # warm both paths (page faults, allocator)
+                            time_states(s, 1, True)
+                            time_states(s_inline, 1, True)
+                        for touch in (False, True):
+                            what = "request -> array" + (" + full read" if touch else "")
+                            print(f"{what}, {args.repeats} requests each:")
+                            print(f"  shm    {summary(time_states(s, args.repeats, touch))}")
+                            print(f"  inline {summary(time_states(s_inline, args.repeats, touch))}")
                     fallbacks = shm.stats()["shm"]["events"].get("inline_fallbacks", 0)
                     print(f"shm inline fallbacks: {fallbacks}")
                     return 0 if view and fallbacks == 0 else 1
