@@ -236,20 +236,7 @@ TEST_F(WorkerTest, ConcurrentEmbedsCoalesceIntoFewerDispatches) {
   opt.batch_window_us = 200000;  // generous, so the test does not depend on timing
   start(model, opt);
   constexpr int kClients = 6;
-  std::vector<std::thread> threads;
-  std::vector<std::vector<float>> got(kClients);
-  std::atomic<int> ready{0};
-  for (int i = 0; i < kClients; ++i) {
-    threads.emplace_back([&, i] {
-      auto c = connect();
-      c->hello();
-      ready++;
-      while (ready.load() < kClients) std::this_thread::yield();
-      const auto t = c->embed({Input{"text number " + std::to_string(i), {}}});
-      got[i].assign(t.data().begin(), t.data().end());
-    });
-  }
-  for (auto& t : threads) t.join();
+  const std::vector<std::vector<float>> got = embed_from_clients(kClients);
   const auto stats = connect()->stats();
   const uint64_t dispatches = stats.find("embed")->find("dispatches")->as_uint();
   EXPECT_LT(dispatches, static_cast<uint64_t>(kClients));
@@ -268,21 +255,8 @@ TEST_F(WorkerTest, WithoutCoalescingEachEmbedRequestIsItsOwnDispatch) {
   opt.batch_window_us = 60'000'000;
   start(model, opt);
   constexpr int kClients = 6;
-  std::vector<std::thread> threads;
-  std::vector<std::vector<float>> got(kClients);
-  std::atomic<int> ready{0};
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < kClients; ++i) {
-    threads.emplace_back([&, i] {
-      auto c = connect();
-      c->hello();
-      ready++;
-      while (ready.load() < kClients) std::this_thread::yield();
-      const auto t = c->embed({Input{"text number " + std::to_string(i), {}}});
-      got[i].assign(t.data().begin(), t.data().end());
-    });
-  }
-  for (auto& t : threads) t.join();
+  const std::vector<std::vector<float>> got = embed_from_clients(kClients);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(30));
   // A request of two inputs is still one dispatch of two sequences.
   auto c = connect();

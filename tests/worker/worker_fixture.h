@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "clients/cpp/client.h"
 #include "engine/backend.h"
@@ -80,6 +83,25 @@ class WorkerTest : public ::testing::Test {
   }
   std::unique_ptr<client::Client> connect(bool shm = true) {
     return std::make_unique<client::Client>(endpoint_, std::chrono::seconds(30), shm);
+  }
+  // n clients, each on its own connection, all connected before any sends: client i embeds
+  // "text number i". Returns each client's embedding.
+  std::vector<std::vector<float>> embed_from_clients(int n) {
+    std::vector<std::thread> threads;
+    std::vector<std::vector<float>> got(n);
+    std::atomic<int> ready{0};
+    for (int i = 0; i < n; ++i) {
+      threads.emplace_back([&, i] {
+        auto c = connect();
+        c->hello();
+        ready++;
+        while (ready.load() < n) std::this_thread::yield();
+        const auto t = c->embed({protocol::Input{"text number " + std::to_string(i), {}}});
+        got[i].assign(t.data().begin(), t.data().end());
+      });
+    }
+    for (auto& t : threads) t.join();
+    return got;
   }
   // The reference: one sequence alone on a fresh slot.
   std::vector<float> ref_run(std::span<const int32_t> toks, engine::OutputMode mode,
