@@ -67,3 +67,8 @@ vec4 wg_sum4(vec4 v) {
 #endif
 
 float sigmoid(float x) { return 1.0 / (1.0 + exp(-x)); }
+
+// The fp16 form of activations that tensor-core products read (h16.comp writes it, the shifts
+// and mcd.comp too): x * 2^-8, two halves a word (the scale: tensor_core.glsl's precision note).
+const float kInScale = 1.0 / 256.0;
+uint half_pair(vec2 x) { return packHalf2x16(x * kInScale); }

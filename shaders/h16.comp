@@ -1,7 +1,7 @@
 #version 450
 // The fp16 form of activations that mc.comp (tensor cores) reads instead of their float32 rows:
 // up to eight regions x [T][K] (gl_WorkGroupID.z) become T rows of K / 2 words at h_off, each
-// word two halves of x * 2^-8 (mc.comp's input scale, see there). Half the bytes of the floats:
+// word two halves of x * 2^-8 (half_pair, common.glsl). Half the bytes of the floats:
 // every row tile of a product reads all its tokens' inputs, which made those reads most of
 // mc.comp's traffic. One invocation per 8 elements.
 #include "common.glsl"
@@ -15,17 +15,15 @@ layout(push_constant) uniform PC {
 }
 pc;
 
-const float kInScale = 1.0 / 256.0;
-
 void main() {
   const uint r = gl_WorkGroupID.z, t = gl_WorkGroupID.y, i = gl_GlobalInvocationID.x;
   const uint K = pc.K[r];
   if (i >= K / 8u) return;
   const uint xo = (pc.x_off[r] + t * K) / 4u + 2u * i;
-  const vec4 a = act4[xo] * kInScale, b = act4[xo + 1u] * kInScale;
+  const vec4 a = act4[xo], b = act4[xo + 1u];
   const uint ho = pc.h_off[r] + t * (K / 2u) + 4u * i;
-  actu[ho] = packHalf2x16(a.xy);
-  actu[ho + 1u] = packHalf2x16(a.zw);
-  actu[ho + 2u] = packHalf2x16(b.xy);
-  actu[ho + 3u] = packHalf2x16(b.zw);
+  actu[ho] = half_pair(a.xy);
+  actu[ho + 1u] = half_pair(a.zw);
+  actu[ho + 2u] = half_pair(b.xy);
+  actu[ho + 3u] = half_pair(b.zw);
 }

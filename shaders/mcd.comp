@@ -123,6 +123,6 @@ void main() {
     y = vec2(epilogue(s, yo, y.x / kInScale), epilogue(s, yo + 1u, y.y / kInScale));
     act[yo] = y.x;
     if (o + 1u < N) act[yo + 1u] = y.y;
-    if (half_out) actu[pc.yq_off[s] + (t0 + tt) * (N / 2u) + o / 2u] = packHalf2x16(y * kInScale);
+    if (half_out) actu[pc.yq_off[s] + (t0 + tt) * (N / 2u) + o / 2u] = half_pair(y);
   }
 }

@@ -35,8 +35,6 @@ layout(push_constant) uniform PC {
 }
 pc;
 
-const float kInScale = 1.0 / 256.0;  // mc.comp's input scale (h16.comp writes the same form)
-
 shared float s_out[6 * kMaxWg];  // a slice's outputs, for their int8 form
 
 // What channel c of token t needs besides x: norm weight and bias, the shift row (the sequence's
@@ -117,8 +115,8 @@ void main() {
       for (uint j = tid; j < pc.n_lerp * (WG / 2u); j += WG) {
         const uint i = j / (WG / 2u), e = 2u * (j % (WG / 2u));
         if ((pc.h16_mask & (1u << i)) == 0u || c0 + e >= D) continue;
-        const vec2 v = vec2(s_out[i * WG + e], s_out[i * WG + e + 1u]) * kInScale;
-        actu[pc.h16_off + i * pc.h16_stride + t * (D / 2u) + (c0 + e) / 2u] = packHalf2x16(v);
+        const vec2 v = vec2(s_out[i * WG + e], s_out[i * WG + e + 1u]);
+        actu[pc.h16_off + i * pc.h16_stride + t * (D / 2u) + (c0 + e) / 2u] = half_pair(v);
       }
       // Invocation tid writes quad tid % (WG / 4) of output tid / (WG / 4), and so on.
       const uint quads = WG / 4u, qr = q8_row_floats(D);

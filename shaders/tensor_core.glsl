@@ -3,10 +3,9 @@
 // Include after the shader's `shared uvec4 smem[]`, which stage_piece() writes.
 //
 // Precision: operands are rounded to fp16 (relative 2^-11). The inputs are scaled by 2^-8 first
-// (and the sums back by 2^8, both exact), so activations up to 2^24 - the relu^2 output that
-// feeds the ffn value product can pass fp16's 65504 - stay finite; the cost is an absolute
-// rounding of 2^-17 for inputs below 2^-6. h16.comp writes inputs in this scaled form.
-const float kInScale = 1.0 / 256.0;
+// (kInScale, common.glsl; the sums back by 2^8, both exact), so activations up to 2^24 - the
+// relu^2 output that feeds the ffn value product can pass fp16's 65504 - stay finite; the cost
+// is an absolute rounding of 2^-17 for inputs below 2^-6.
 
 uvec4 pack8(vec4 a, vec4 b) {
   return uvec4(packHalf2x16(a.xy), packHalf2x16(a.zw), packHalf2x16(b.xy), packHalf2x16(b.zw));

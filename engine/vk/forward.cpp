@@ -223,12 +223,8 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
   }
   // y's and fh's fp16 form (record_half), where their products read it and nothing else
   // writes it.
-  const auto reads_h16 = [&](const std::vector<MmGroup>& gs) {
-    return std::any_of(gs.begin(), gs.end(),
-                       [&](const MmGroup& g) { return kernels_.reads_h16(g.type, g.slots, 1); });
-  };
-  if (reads_h16(layers_.back().out)) ++dispatches_per_layer_;
-  if (reads_h16(layers_.back().fval) && !fkey_writes_h16(layers_.back(), 1)) {
+  if (reads_h16(layers_.back().out, 1)) ++dispatches_per_layer_;
+  if (reads_h16(layers_.back().fval, 1) && !fkey_writes_h16(layers_.back(), 1)) {
     ++dispatches_per_layer_;
   }
 }
@@ -294,9 +290,13 @@ bool Forward::fkey_writes_q8(const LayerPlan& p, uint32_t T) const {
          kernels_.writes_q8(p.fkey[0].type, hp_.n_ffn, T);
 }
 
+bool Forward::reads_h16(const std::vector<MmGroup>& groups, uint32_t T) const {
+  return std::any_of(groups.begin(), groups.end(),
+                     [&](const MmGroup& g) { return kernels_.reads_h16(g.type, g.slots, T); });
+}
+
 bool Forward::fkey_writes_h16(const LayerPlan& p, uint32_t T) const {
-  return p.fkey.size() == 1 && p.fval.size() == 1 &&
-         kernels_.reads_h16(p.fval[0].type, p.fval[0].slots, T) &&
+  return p.fkey.size() == 1 && p.fval.size() == 1 && reads_h16(p.fval, T) &&
          kernels_.writes_h16(p.fkey[0].type, p.fkey[0].slots, T);
 }
 
@@ -518,8 +518,7 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
     cm.q8_mask = 1;
     cm.q8_off = a_.q_fx;
   }
-  const bool fkey_h16 =
-      p.fkey.size() == 1 && kernels_.reads_h16(p.fkey[0].type, p.fkey[0].slots, s.T);
+  const bool fkey_h16 = p.fkey.size() == 1 && reads_h16(p.fkey, s.T);
   if (fkey_h16) {
     cm.h16_mask = 1;
     cm.h16_off = a_.h_fx;

@@ -98,6 +98,8 @@ class Forward {
   // must write it).
   bool reads_q8(const MmGroup& group, uint32_t T) const;
   bool reads_q8(const std::vector<MmGroup>& groups, uint32_t T) const;
+  // The same for the fp16 form (tensor-core products).
+  bool reads_h16(const std::vector<MmGroup>& groups, uint32_t T) const;
   // Which of the lerps (bit i: lerp i) the first groups read in int8 or fp16 form at T tokens:
   // the shift writes those forms itself (so no q8 or h16 dispatch need).
   enum class InputForm { kInt8, kHalf };

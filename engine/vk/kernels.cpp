@@ -185,9 +185,7 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size, uint32_t
         }
       }
     }
-    if (coopmat_ && mcd_max_t_ > 0 && !is_float_type(t) && half_inputs_) {
-      keys.push_back(mcd_key(t));
-    }
+    if (mcd_on() && !is_float_type(t)) keys.push_back(mcd_key(t));
     if (mv_max_t_ > 0) {
       // The token tiles mv_tokens() can pick, no more: each pipeline costs start-up time.
       for (uint32_t tt = 1; tt <= mv_tokens(mv_max_t_, mv_tt_max_); tt *= 2) {
@@ -314,8 +312,12 @@ bool Kernels::uses_coopmat(GgmlType type, uint32_t K, uint32_t T, bool half_ok) 
   return typed && T > mv_max_t_ && T >= mt_min_t_;
 }
 
+bool Kernels::mcd_on() const {
+  return coopmat_ && half_inputs_ && mcd_max_t_ > 0;
+}
+
 bool Kernels::few_on_coopmat(uint32_t T) const {
-  return coopmat_ && T >= mcd_min_t_ && T <= mcd_max_t_;
+  return mcd_on() && T >= mcd_min_t_ && T <= mcd_max_t_;
 }
 
 Pipelines::Key Kernels::mcd_key(GgmlType type) const {
@@ -377,7 +379,7 @@ std::vector<std::string> Kernels::choices(uint32_t head_size) const {
   }
   if (mv_max_t_ > 0) out.push_back("decode_matvec");
   if (coopmat_) out.push_back("tensor_cores");
-  if (coopmat_ && mcd_max_t_ > 0 && half_inputs_) out.push_back("tensor_cores_decode");
+  if (mcd_on()) out.push_back("tensor_cores_decode");
   if (dev_.features().int_dot && mv_max_t_ > 0) {
     out.push_back(dev_.features().int_dot_fast ? "int8_decode" : "int8_decode_emulated");
   }

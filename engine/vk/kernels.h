@@ -170,7 +170,9 @@ class Kernels {
   std::string mc_name(GgmlType type, uint32_t rows, uint32_t tokens) const;
   // Its pipeline; x16: reading the inputs' fp16 form.
   Pipelines::Key mc_key(GgmlType type, uint32_t rows, uint32_t tokens, bool x16) const;
-  // Whether T tokens take mcd.comp (tensor cores for a few tokens) where the weights are quantised.
+  // Whether mcd.comp (tensor cores for a few tokens, reading fp16 inputs) runs at all here, and
+  // whether T tokens take it where the weights are quantised.
+  bool mcd_on() const;
   bool few_on_coopmat(uint32_t T) const;
   Pipelines::Key mcd_key(GgmlType type) const;
   // Workgroups that share each mc.comp tile, each over a part of K (1 to 8): products with
