@@ -19,10 +19,11 @@ using protocol::Value;
 
 namespace {
 
-// A request's starting state from its options, as a view (none: empty).
+// A request's starting state from its options, as a view, where they have one.
 template <class Options>
-std::span<const float> state_of(const Options& o) {
-  return o.state ? std::span<const float>(*o.state) : std::span<const float>();
+std::optional<std::span<const float>> state_of(const Options& o) {
+  if (!o.state) return std::nullopt;
+  return std::span<const float>(*o.state);
 }
 
 // Lease ids of dropped tensors, waiting to ride on the next request. Shared with the lease
@@ -149,11 +150,11 @@ bool Client::shm_mapped() const {
 
 protocol::Reply Client::call(Request& req,
                              const std::function<void(const protocol::Reply&)>& on_more) {
-  return call_with_state(req, {}, on_more);
+  return call_with_state(req, std::nullopt, on_more);
 }
 
 protocol::Reply Client::call_with_state(
-    Request& req, std::span<const float> state,
+    Request& req, std::optional<std::span<const float>> state,
     const std::function<void(const protocol::Reply&)>& on_more) {
   const InputsInFlight inputs{*impl_};
   send(req, state);
@@ -169,7 +170,7 @@ protocol::Reply Client::call_with_state(
 }
 
 std::vector<protocol::Reply> Client::call_all(std::vector<Request>& reqs,
-                                              std::span<const float> state) {
+                                              std::optional<std::span<const float>> state) {
   const InputsInFlight inputs{*impl_};
   std::vector<uint64_t> ids;
   for (Request& req : reqs) {
@@ -182,7 +183,7 @@ std::vector<protocol::Reply> Client::call_all(std::vector<Request>& reqs,
   return out;
 }
 
-void Client::send(Request& req, std::span<const float> state) {
+void Client::send(Request& req, std::optional<std::span<const float>> state) {
   req.id = impl_->next_id++;
   // A ring whose worker has exited belongs to a worker that was restarted under us: stop asking
   // for shm tensors until a hello maps the new one.
@@ -196,18 +197,17 @@ void Client::send(Request& req, std::span<const float> state) {
   // A large state goes through a shared-memory object of ours where the worker sees our objects
   // (we mapped its ring: same host): one copy, where inline it is packed, sent through the
   // socket and unpacked (PROTOCOL.md, "Shared-memory inputs"). Inline if the object fails.
-  if (state.empty() && req.state) state = *req.state;
-  if (!state.empty() && impl_->reader &&
-      state.size() * sizeof(float) >= impl_->shm_input_min_bytes) {
+  if (!state && req.state) state = std::span<const float>(*req.state);
+  if (state && impl_->reader && state->size() * sizeof(float) >= impl_->shm_input_min_bytes) {
     try {
-      impl_->inputs.emplace_back(std::as_bytes(state));
+      impl_->inputs.emplace_back(std::as_bytes(*state));
       req.state_shm =
           Request::ShmInputRef{impl_->inputs.back().name(), impl_->inputs.back().bytes()};
       req.state.reset();
     } catch (const std::system_error&) {
     }
   }
-  if (!state.empty() && !req.state_shm && !req.state) req.state.emplace(state.begin(), state.end());
+  if (state && !req.state_shm && !req.state) req.state.emplace(state->begin(), state->end());
   const std::string bytes = protocol::encode_request(req);
   impl_->sock.send(zmq::buffer(bytes), zmq::send_flags::none);
 }
@@ -401,7 +401,7 @@ Tensor Client::embed(const std::vector<protocol::Input>& inputs) {
   return to_tensor(need(call(req).body, "embeddings"));
 }
 
-uint64_t Client::session_open(std::span<const float> state) {
+uint64_t Client::session_open(std::optional<std::span<const float>> state) {
   Request req;
   req.op = Op::kSessionOpen;
   return need(call_with_state(req, state).body, "session").as_uint();

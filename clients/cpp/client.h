@@ -128,7 +128,7 @@ class Client {
   Tensor embed(const std::vector<protocol::Input>& inputs);
 
   // Opens a session, from `state` where one is given (read here, not kept).
-  uint64_t session_open(std::span<const float> state = {});
+  uint64_t session_open(std::optional<std::span<const float>> state = std::nullopt);
   void session_close(uint64_t session);
   uint64_t session_fork(uint64_t session);
   uint64_t session_feed(uint64_t session, const protocol::Input& input);  // -> position
@@ -150,14 +150,16 @@ class Client {
   // replies in order: one round trip's latency for all of them. No streamed requests. `state`,
   // where given, is every request's starting state (instead of its req.state).
   std::vector<protocol::Reply> call_all(std::vector<protocol::Request>& reqs,
-                                        std::span<const float> state = {});
+                                        std::optional<std::span<const float>> state = std::nullopt);
   Tensor to_tensor(const protocol::Value& v);
 
  private:
   // `state`, where given, is the request's state (instead of req.state): written straight into a
   // shared-memory input where one can be made, copied into the request only to go inline.
-  void send(protocol::Request& req, std::span<const float> state = {});
-  protocol::Reply call_with_state(protocol::Request& req, std::span<const float> state,
+  // (An empty state is still a state: the worker rejects it, as it would one sent inline.)
+  void send(protocol::Request& req, std::optional<std::span<const float>> state = std::nullopt);
+  protocol::Reply call_with_state(protocol::Request& req,
+                                  std::optional<std::span<const float>> state,
                                   const std::function<void(const protocol::Reply&)>& on_more = {});
   void receive(std::span<const uint64_t> ids,
                const std::function<void(size_t, protocol::Reply)>& on_reply);
