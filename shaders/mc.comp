@@ -93,6 +93,14 @@ void main() {
   // This workgroup's steps of K: [q0, nq) (the host makes K / BK a multiple of ksplit).
   const uint q0 = K / BK / pc.ksplit * part, nq = q0 + K / BK / pc.ksplit;
   Raw raw = load_piece(s, w_row, 2u * q0 + wp);
+#if defined(WTYPE_Q4_K)
+  // Q4_K: only the piece's nibbles ride in registers from one step to the next; its block header
+  // is loaded again (a cache hit: the lanes of the other piece read it too) where it is decoded,
+  // 4 registers a lane fewer (129 took one more than a fourth workgroup an SM needs). H100, 512
+  // tokens, us: 2560 -> 10240 222.8 -> 205.4, 10240 -> 2560 274.0 -> 270.8, 2560 -> 2560 74.8
+  // -> 76.4 (session 11).
+  const uint w_blk = w_row >> 4;  // 16-byte units
+#endif
   vec4 xv[XV];   // float32 inputs (X16 false)
   uvec4 xu[XU];  // or their fp16 form (X16 true)
   if (X16) {
@@ -104,6 +112,9 @@ void main() {
   }
   for (uint q = q0; q < nq; ++q) {
     {
+#if defined(WTYPE_Q4_K)
+      raw.hd = wb4[s].w[w_blk + ((2u * q + wp) >> 3) * 9u];
+#endif
       stage_piece(raw, 2u * q + wp, q, kW + wr * kStride);
       [[unroll]] for (uint j = 0; j < XU; ++j) {
         smem[kX + xt * kStride + XU * xh + j] =
@@ -112,7 +123,12 @@ void main() {
     }
     barrier();
     if (q + 1u < nq) {
+#if defined(WTYPE_Q4_K)
+      const uint pn = 2u * (q + 1u) + wp;
+      raw.q = wb4[s].w[w_blk + (pn >> 3) * 9u + 1u + (pn & 7u)];
+#else
       raw = load_piece(s, w_row, 2u * (q + 1u) + wp);
+#endif
       if (X16) {
         const uint xo = x_row + BK * (q + 1u) / 8u;
         [[unroll]] for (uint j = 0; j < XU; ++j) xu[j] = x_live ? actu4[xo + j] : uvec4(0);
