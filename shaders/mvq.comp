@@ -12,6 +12,7 @@
 #include "quant.glsl"
 #include "piece.glsl"
 #include "q8.glsl"
+#include "q8_dot.glsl"
 
 #ifndef PIECE_AFFINE
 #error "mvq.comp reads K-quant weights only"

@@ -7,21 +7,9 @@
 // q = round(x / d), d = max|x| / 127 over the run: the same per-block int8 scheme as llama.cpp's
 // q8_1 activations, with 16- rather than 32-element blocks (a K-quant sub-block's scale covers 16
 // or 32 weights, so 16 costs nothing extra and halves the rounding of large-range runs).
-#extension GL_EXT_spirv_intrinsics : require
 
 // Floats a row's q8 form takes (its rows are this far apart).
 uint q8_row_floats(uint K) { return K / 4u + K / 8u; }
-
-// OpSDot (SPV_KHR_integer_dot_product; Vulkan's shaderIntegerDotProduct): the dot product of two
-// words read as four signed bytes each. glslang 11.13 has no GL_EXT_integer_dot_product, so the
-// instruction is declared through GL_EXT_spirv_intrinsics (capabilities DotProduct and
-// DotProductInput4x8BitPacked; the last operand 0 is PackedVectorFormat4x8Bit).
-spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018],
-                  id = 4450) int sdot4(uint a, uint b, spirv_literal int fmt);
-
-int dot16(uvec4 a, uvec4 b) {
-  return sdot4(a.x, b.x, 0) + sdot4(a.y, b.y, 0) + sdot4(a.z, b.z, 0) + sdot4(a.w, b.w, 0);
-}
 
 // Writes quad `quad` (elements 4 quad .. 4 quad + 3) of the run of 16 values `run` that starts
 // at element e0 of the q8 row at float offset q_row (of K elements); quad 0 also writes the run's

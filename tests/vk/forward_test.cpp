@@ -109,36 +109,37 @@ TEST_F(VkForward, AnyChunkSizeGivesTheSameResult) {
 // different roundings (H100, synthetic-A Q4_K_M: logits 0.14 apart, correlation 0.9999). The
 // batch tests compare one product path, pinned by the backend's environment at creation (on
 // devices without tensor cores every forward of up to 16 tokens runs the int8 products anyway).
-std::unique_ptr<engine::VkBackend> gpu_with(const char* env, const char* value,
-                                            const std::filesystem::path& model, uint32_t token_cap,
-                                            uint32_t n_slots) {
-  setenv(env, value, 1);
+using Env = std::initializer_list<std::pair<const char*, const char*>>;
+std::unique_ptr<engine::VkBackend> gpu_with(Env env, const std::filesystem::path& model,
+                                            uint32_t token_cap, uint32_t n_slots) {
+  for (const auto& [k, v] : env) setenv(k, v, 1);
   auto b = gpu(model, token_cap, n_slots);
-  unsetenv(env);
+  for (const auto& [k, v] : env) unsetenv(k);
   return b;
 }
 
 TEST_F(VkForward, BatchEqualsSequencesAlone) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q4_k_m.gguf");
   // One token on tensor cores too; 40 tokens run as 3 chunks.
-  auto b = gpu_with("RWKVD_VK_MCD_MIN_T", "1", model, 16, 4);
+  auto b = gpu_with({{"RWKVD_VK_MCD_MIN_T", "1"}}, model, 16, 4);
   test::expect_batch_equals_alone(*b, {1, 17, 40, 5}, kReorderTol);
 }
 
 // More sequences than wkv does the LoRA up products for (kFusedLoraMaxB): the batch runs them as
 // products of their own, each sequence alone inside wkv; the same numbers either way. One token
-// each, on the int8 K-quant products: ten sequences run wkv without its LoRA up phase (more
-// than kFusedLoraMaxB), one alone with it, the same fp32 products summed in another order.
-// Measured on the H100: 1.8e-5 (sequence 2 of synthetic-A Q4_K_M; lavapipe: under 1e-5); the
-// bound leaves ~3x that. (On tensor cores, mcd.comp, the fp16 rounding of the next products'
-// inputs turns those last-bit differences into up to 7.8e-3, which would hide a wrong LoRA
-// path less well: so the int8 products there too.)
+// each: ten sequences run wkv without its LoRA up phase (more than kFusedLoraMaxB), one alone
+// with it, the same fp32 products summed in another order. Measured on the H100: 1.8e-5
+// (sequence 2 of synthetic-A Q4_K_M; lavapipe: under 1e-5); the bound leaves ~3x that. The
+// products run on float inputs (mv.comp): rounding the next products' inputs to int8 or fp16
+// turns those last-bit differences into flips of a rounding (int8: 0.073 on sequence 2 once
+// mvq.comp's split of K moved the last bits; fp16 on tensor cores: 7.8e-3), which would hide a
+// wrong LoRA path less well.
 constexpr double kLoraPathTol = 5e-5;
 
 TEST_F(VkForward, ManySequencesEqualSequencesAlone) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q4_k_m.gguf");
   constexpr uint32_t kSeqs = 10;
-  auto b = gpu_with("RWKVD_VK_MCD_MAX_T", "0", model, 32, kSeqs);
+  auto b = gpu_with({{"RWKVD_VK_MCD_MAX_T", "0"}, {"RWKVD_VK_INT_DOT", "0"}}, model, 32, kSeqs);
   std::vector<std::vector<int32_t>> seqs;
   std::vector<engine::SequenceInput> batch;
   for (uint32_t i = 0; i < kSeqs; ++i) {
