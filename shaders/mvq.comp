@@ -27,6 +27,11 @@ layout(constant_id = 3) const uint U = 2;   // pieces a lane loads at once
 // It saves a dispatch and a barrier per layer (q8.comp).
 layout(constant_id = 4) const bool QOUT = false;
 shared float s_q[QOUT ? TT * 64u : 1u];  // the workgroup's outputs [token][row]
+// Split K (pc.ksplit subgroups share a row group, the host keeps subgroups x R x TT <= 256):
+// subgroup j of a group takes the pieces of every ksplit-th step, and the group's first
+// subgroup adds the parts in order (the same order for any T: the split depends on the shape).
+// A long row otherwise leaves few subgroups each waiting out many steps' loads (K = 10240).
+shared float s_ks[256];
 
 #include "product.glsl"
 
@@ -34,15 +39,16 @@ void main() {
   const uint s = gl_WorkGroupID.z;
   const uint K = pc.K[s], N = pc.N[s], t0 = gl_WorkGroupID.y * TT;
   const uint nt = min(TT, pc.T - t0), lane = gl_SubgroupInvocationID;
-  const uint np = K / 32u, rows_per_wg = gl_NumSubgroups * R, q_row = q8_row_floats(K);
+  const uint ks = pc.ksplit, rg = gl_SubgroupID / ks, part = gl_SubgroupID % ks;
+  const uint np = K / 32u, rows_per_wg = gl_NumSubgroups / ks * R, q_row = q8_row_floats(K);
   for (uint g0 = gl_WorkGroupID.x * rows_per_wg; g0 < N; g0 += gl_NumWorkGroups.x * rows_per_wg) {
-    const uint o0 = g0 + gl_SubgroupID * R;
+    const uint o0 = g0 + rg * R;
     float acc[4 * 8];
     [[unroll]] for (uint i = 0; i < R * TT; ++i) acc[i] = 0.0;
     // U pieces a lane per step, all loads issued before any sum: the weights stream from
     // memory, and a long row (K = 10240: ten pieces a lane) would otherwise wait out ten memory
     // latencies in a row.
-    for (uint p0 = lane; p0 < np; p0 += U * gl_SubgroupSize) {
+    for (uint p0 = part * U * gl_SubgroupSize + lane; p0 < np; p0 += ks * U * gl_SubgroupSize) {
       // Rows past N load the last row again, pieces past the row its last piece (valid memory);
       // their sums are never stored or are skipped.
       Raw raw[U][4];
@@ -74,14 +80,27 @@ void main() {
       }
     }
     [[unroll]] for (uint i = 0; i < R * TT; ++i) acc[i] = subgroupAdd(acc[i]);
+    if (ks > 1u) {
+      if (lane == 0u) {
+        [[unroll]] for (uint i = 0; i < R * TT; ++i) s_ks[gl_SubgroupID * R * TT + i] = acc[i];
+      }
+      barrier();
+      if (part == 0u) {
+        [[unroll]] for (uint i = 0; i < R * TT; ++i) {
+          acc[i] = s_ks[gl_SubgroupID * R * TT + i];
+          for (uint j = 1u; j < ks; ++j) acc[i] += s_ks[(gl_SubgroupID + j) * R * TT + i];
+        }
+      }
+      barrier();  // before the next rows overwrite s_ks
+    }
     // Lane i stores (row i / TT, token i % TT); R * TT <= 32 <= any subgroup size we accept.
     [[unroll]] for (uint i = 0; i < R * TT; ++i) {
       const uint r = i / TT, t = i % TT;
-      if (lane == i % gl_SubgroupSize && o0 + r < N && t < nt) {
+      if (part == 0u && lane == i % gl_SubgroupSize && o0 + r < N && t < nt) {
         const uint yo = pc.y_off[s] + (t0 + t) * N + o0 + r;
         const float y = epilogue(s, yo, acc[i]);
         act[yo] = y;
-        if (QOUT) s_q[t * rows_per_wg + gl_SubgroupID * R + r] = y;
+        if (QOUT) s_q[t * rows_per_wg + rg * R + r] = y;
       }
     }
     if (QOUT && pc.yq_off[s] != ~0u) {

@@ -287,7 +287,7 @@ bool Forward::reads_q8(const std::vector<MmGroup>& groups, uint32_t T) const {
 
 bool Forward::fkey_writes_q8(const LayerPlan& p, uint32_t T) const {
   return reads_q8(p.fval, T) && p.fkey.size() == 1 && reads_q8(p.fkey[0], T) &&
-         kernels_.writes_q8(p.fkey[0].type, hp_.n_ffn, T);
+         kernels_.writes_q8(p.fkey[0].type, hp_.n_embd, hp_.n_ffn, T);
 }
 
 bool Forward::reads_h16(const std::vector<MmGroup>& groups, uint32_t T) const {

@@ -148,9 +148,11 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
     const bool cpu = dev.props().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     const uint32_t sg = dev.features().subgroup_size;
     mv_wg_one_ = std::max(sg, env_u32("RWKVD_VK_MV_WG", wg_));
+    mvq_wg_ = std::max(sg, env_u32("RWKVD_VK_MVQ_WG", mv_wg_one_));  // mvq.comp's, any T
     mv_wg_ = std::max(sg, env_u32("RWKVD_VK_MV_WG", cpu ? wg_ : 128u));
     mv_rows_ = std::clamp(env_u32("RWKVD_VK_MV_ROWS", 0), 0u, 4u);
     mvq_pieces_ = std::clamp(env_u32("RWKVD_VK_MVQ_PIECES", 2), 1u, 8u);
+    mvq_ksplit_ = env_u32("RWKVD_VK_MVQ_KSPLIT", 0);
     // At most 4 tokens per workgroup ($RWKVD_VK_MV_TT_MAX: 1, 2, 4 or 8): 8 need so many
     // registers that fewer warps fit (H100, before the staging: 2.9B Q4_K_M gen-8 494 -> 536
     // tok/s at 4), and no more than the staged inputs' shared memory allows.
@@ -191,7 +193,7 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size, uint32_t
       for (uint32_t tt = 1; tt <= mv_tokens(mv_max_t_, mv_tt_max_); tt *= 2) {
         keys.push_back(mv_key(t, tt));
         if (reads_q8(t, tt)) keys.push_back(mvq_key(t, tt));
-        if (writes_q8(t, 16, tt)) keys.push_back(mvq_key(t, tt, true));
+        if (writes_q8(t, 32, 16, tt)) keys.push_back(mvq_key(t, tt, true));
       }
     }
     keys.push_back({"embed_" + ts, {row_wg_}});
@@ -248,16 +250,29 @@ Pipelines::Key Kernels::mv_key(GgmlType type, uint32_t tt) const {
 // the variant that writes its output's int8 form takes 16 rows a workgroup (whole runs).
 Pipelines::Key Kernels::mvq_key(GgmlType type, uint32_t tt, bool qout) const {
   return {"mvq_" + weight_type_suffix(type),
-          {qout ? mvq_qout_wg(tt) : mv_wg_one_, tt, mvq_rows(tt), mvq_pieces_, qout ? 1u : 0u}};
+          {qout ? mvq_qout_wg(tt) : mvq_wg_, tt, mvq_rows(tt), mvq_pieces_, qout ? 1u : 0u}};
 }
 
 uint32_t Kernels::mvq_qout_wg(uint32_t tokens) const {
   return 16 / mvq_rows(tokens) * dev_.features().subgroup_size;
 }
 
-bool Kernels::writes_q8(GgmlType type, uint32_t N, uint32_t T) const {
+// A row of K inputs takes K / 32 pieces, U * subgroup size a step: a long row (K = 10240, five
+// steps) leaves its few subgroups (2560 rows) waiting out one load latency after another, so
+// subgroups of a workgroup share it while each keeps at least a whole step.
+uint32_t Kernels::mvq_ksplit(uint32_t K) const {
+  const uint32_t sg = dev_.features().subgroup_size, subgroups = mvq_wg_ / sg;
+  const uint32_t steps = K / 32 / (mvq_pieces_ * sg);
+  uint32_t ks = mvq_ksplit_ > 0 ? mvq_ksplit_ : steps;
+  ks = std::bit_floor(std::clamp(ks, 1u, subgroups));
+  // mvq.comp's s_ks holds subgroups x rows x tokens partial sums, at most 256.
+  return subgroups * mvq_rows(mv_tt_max_) * mv_tt_max_ <= 256 ? ks : 1;
+}
+
+bool Kernels::writes_q8(GgmlType type, uint32_t K, uint32_t N, uint32_t T) const {
   const uint32_t tt = mv_tokens(T, mv_tt_max_);
-  return reads_q8(type, T) && N % 16 == 0 && 16 % mvq_rows(tt) == 0 &&
+  // The variant that writes y's int8 form does not split K (its workgroups own 16 rows).
+  return reads_q8(type, T) && mvq_ksplit(K) == 1 && N % 16 == 0 && 16 % mvq_rows(tt) == 0 &&
          mvq_qout_wg(tt) <= std::min({dev_.props().limits.maxComputeWorkGroupSize[0],
                                       dev_.props().limits.maxComputeWorkGroupInvocations, 1024u});
 }
@@ -460,7 +475,7 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     pc.yq_off[i] = s.yq_off;
     max_n = std::max(max_n, s.N);
     if (s.yq_off != kNoQ8) {
-      if (s.q8_off == kNoQ8 || !writes_q8(type, s.N, T)) {
+      if (s.q8_off == kNoQ8 || !writes_q8(type, s.K, s.N, T)) {
         throw EngineError("vk mm: this product cannot write its output's int8 form");
       }
       qout = true;
@@ -496,10 +511,15 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     if (q8) {
       for (size_t i = 0; i < slots.size(); ++i) pc.x_off[i] = slots[i].q8_off;
     }
+    if (q8 && !qout) {
+      uint32_t k_min = UINT32_MAX;
+      for (const MmSlot& sl : slots) k_min = std::min(k_min, sl.K);
+      pc.ksplit = mvq_ksplit(k_min);
+    }
     const Pipelines::Key key = q8 ? mvq_key(type, tt, qout) : mv_key(type, tt);
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
-    const uint32_t rows =
-        key.second[0] / dev_.features().subgroup_size * (q8 ? mvq_rows(tt) : mv_rows(tt));
+    const uint32_t rows = key.second[0] / dev_.features().subgroup_size / pc.ksplit *
+                          (q8 ? mvq_rows(tt) : mv_rows(tt));
     const uint32_t gx = std::min(
         {ceil_div(max_n, rows), dev_.props().limits.maxComputeWorkGroupCount[0], max_row_groups_});
     vkCmdDispatch(cb, gx, ceil_div(T, tt), static_cast<uint32_t>(slots.size()));

@@ -100,7 +100,10 @@ class Kernels {
   bool reads_q8(GgmlType type, uint32_t T) const;
   // Whether mm() can also write the int8 form of its output (MmSlot::yq_off) for a product of
   // `type` with N outputs at T tokens, reading int8 inputs: saves the consumer a quantize_q8().
-  bool writes_q8(GgmlType type, uint32_t N, uint32_t T) const;
+  bool writes_q8(GgmlType type, uint32_t K, uint32_t N, uint32_t T) const;
+  // mvq.comp's split of K for rows of K inputs (pc.ksplit subgroups a row group): by the shape
+  // alone, so that a token's sums run in the same order for any number of tokens.
+  uint32_t mvq_ksplit(uint32_t K) const;
   // The int8 form of x [T][K] at act offset x_off, to q_off (shaders/q8.comp); K % 32 == 0.
   void quantize_q8(VkCommandBuffer cb, VkDescriptorSet set, uint32_t K, uint32_t T, uint32_t x_off,
                    uint32_t q_off);
@@ -200,9 +203,11 @@ class Kernels {
   // _TT_MAX override them for tuning).
   uint32_t mv_max_t_ = 0, mv_rows_ = 0;    // rows 0: mv_rows() decides
   uint32_t mv_wg_one_ = 64, mv_wg_ = 128;  // workgroup size for one token / several (mv_wg())
+  uint32_t mvq_wg_ = 64;                   // mvq.comp's ($RWKVD_VK_MVQ_WG; default mv_wg_one_)
   uint32_t mv_tt_max_ = 4;
   // mvq.comp's pieces in flight per lane ($RWKVD_VK_MVQ_PIECES).
   uint32_t mvq_pieces_ = 2;
+  uint32_t mvq_ksplit_ = 0;  // $RWKVD_VK_MVQ_KSPLIT: 1 never splits; 0 mvq_ksplit()'s rule
   // The tiled product (mt.comp) for T > mv_max_t_ and T >= mt_min_t_ ($RWKVD_VK_MT_MIN_T).
   uint32_t mt_min_t_ = 9;
   bool coopmat_ = false;     // the device has mc.comp's matrices (DeviceFeatures::coopmat)
