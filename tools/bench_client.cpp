@@ -551,17 +551,36 @@ void run_client_bench(const BenchOptions& o, BenchReport& report) {
     }
 
     // 3. Field analysis from the document's state: 6 clients at once.
+    // The worker's generation steps of each way (sequences per engine run: runs), to see why
+    // one takes longer than the other.
+    const auto gen_steps = [&](const Value& before) {
+      return histogram_delta(*before.find("generate")->find("batch_sequences"),
+                             *fetch_stats(endpoint).find("generate")->find("batch_sequences"));
+    };
+    // And the worker's latencies per op after the 6-client rounds (its last 1024 of each op).
+    const auto op_latencies = [&] { return to_json(*fetch_stats(endpoint).find("latency_ms")); };
     FieldRound last;
+    const Value before_clients = fetch_stats(endpoint);
     for (int r = 0; r < R; ++r) {
       last = fields_in_flight(endpoint, a.copy, fields, sizes);
       report.add("field_analysis.client_ms", "ms", last.wall_ms);
     }
+    const nlohmann::json steps_clients = gen_steps(before_clients);
+    client_ctx["field_worker_latency_ms"] = op_latencies();
     // The same from one client with forks of its document's session.
     FieldRound one;
+    const Value before_one = fetch_stats(endpoint);
     for (int r = 0; r < R; ++r) {
       one = fields_one_client(shm, a.copy, fields, sizes);
       report.add("field_analysis.one_client_ms", "ms", one.wall_ms);
     }
+    const nlohmann::json steps_one = gen_steps(before_one);
+    client_ctx["field_step_histograms"] = {{"clients", steps_clients}, {"one_client", steps_one}};
+    report.add_note("field analysis steps, " + std::to_string(fields.size()) + " clients (" +
+                    std::to_string(R) +
+                    " rounds; sequences per engine run: runs): " + histogram_line(steps_clients));
+    report.add_note("field analysis steps, one client (" + std::to_string(R) +
+                    " rounds): " + histogram_line(steps_one));
     if (one.tokens != last.tokens) {
       throw std::runtime_error(
           "bench: field analysis: one client's answers differ from 6 clients'");
