@@ -157,6 +157,40 @@ void BM_EmptyDispatch(benchmark::State& state) {
 }
 BENCHMARK(BM_EmptyDispatch)->ArgName("barrier")->Arg(1)->Arg(0)->UseManualTime()->Iterations(10);
 
+// Two products of one step of the forward with no barrier between them, a barrier after both:
+// whether the GPU runs two dispatches at once (then the pair costs about the longer of the two)
+// or one after the other (their sum). The 2.9B decode step before wkv at one token: the LoRA
+// down products (F32 2560 -> 576, mv.comp) and r, k, v (Q4_K 2560 -> 3 x 2560, int8, mvq.comp).
+// mode 0: LoRA down alone, 1: r, k, v alone, 2: both, LoRA down first (the forward's order),
+// 3: both, barrier between, 4: r, k, v twice (one pipeline), 5: LoRA down twice. H100, us:
+// 9.4, 11.7, 15.8, 21.2, 17.6, 11.8: they overlap in part (session 11; splitting the LoRA down
+// products' K over subgroups took mode 0 to 7.9 and mode 2 to 24.4, and was dropped).
+void BM_Pair(benchmark::State& state) {
+  const auto mode = state.range(0);
+  if (!gpu().kernels.reads_q8(GgmlType::Q4_K, 1)) {
+    state.SkipWithError("the device has no int8 product");
+    return;
+  }
+  Product lora(GgmlType::F32, 2560, 576, 1), rkv(GgmlType::Q4_K, 2560, 7680, 1, 1);
+  Product rkv2(GgmlType::Q4_K, 2560, 7680, 1, 1), lora2(GgmlType::F32, 2560, 576, 1);
+  double per = 0;
+  for (auto _ : state) {
+    per = gpu().time(
+        [&](VkCommandBuffer cb, uint32_t i) {
+          if (mode == 0 || mode == 5) lora.record(cb, i);
+          if (mode == 5) lora2.record(cb, i);
+          if (mode == 2 || mode == 3) lora.record(cb, i);
+          if (mode == 3) Kernels::compute_barrier(cb);
+          if (mode >= 1 && mode <= 4) rkv.record(cb, i);
+          if (mode == 4) rkv2.record(cb, i);
+        },
+        true);
+    state.SetIterationTime(per);
+  }
+  state.counters["us"] = per * 1e6;
+}
+BENCHMARK(BM_Pair)->ArgName("mode")->DenseRange(0, 5)->UseManualTime()->Iterations(10);
+
 // Decode (T tokens) and prefill products at the 2.9B model's shapes (D 2560, ffn 10240).
 void BM_Product(benchmark::State& state) {
   const auto type = static_cast<GgmlType>(state.range(0));
