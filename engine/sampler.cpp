@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <limits>
 #include <numeric>
 
 namespace rwkvd::engine {
@@ -41,6 +43,24 @@ double Sampler::next_unit() {
   return static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
 }
 
+int32_t argmax(std::span<const float> v) {
+  constexpr size_t kLanes = 16;
+  constexpr float kLow = -std::numeric_limits<float>::infinity();
+  float m[kLanes];
+  std::fill(std::begin(m), std::end(m), kLow);
+  size_t i = 0;
+  for (; i + kLanes <= v.size(); i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) m[j] = v[i + j] > m[j] ? v[i + j] : m[j];
+  }
+  float best = kLow;
+  for (const float x : m) best = x > best ? x : best;
+  for (; i < v.size(); ++i) best = v[i] > best ? v[i] : best;
+  for (size_t k = 0; k < v.size(); ++k) {
+    if (v[k] == best) return static_cast<int32_t>(k);
+  }
+  return 0;  // every value NaN (or the row empty)
+}
+
 int32_t Sampler::sample(std::span<const float> logits) {
   const size_t n = logits.size();
   work_.assign(logits.begin(), logits.end());
@@ -49,54 +69,67 @@ int32_t Sampler::sample(std::span<const float> logits) {
       work_[tok] -= p_.presence_penalty + p_.frequency_penalty * static_cast<float>(count);
     }
   }
-  int32_t chosen = 0;
-  if (p_.temperature <= 0.0f) {
-    chosen = static_cast<int32_t>(std::max_element(work_.begin(), work_.end()) - work_.begin());
-  } else {
-    ids_.resize(n);
-    std::iota(ids_.begin(), ids_.end(), 0);
-    // Candidates by descending logit (ties by id, so the order is total and reproducible).
-    auto better = [&](int32_t a, int32_t b) {
-      return work_[a] > work_[b] || (work_[a] == work_[b] && a < b);
-    };
-    size_t k = (p_.top_k == 0 || p_.top_k > n) ? n : p_.top_k;
+  const int32_t chosen = p_.temperature <= 0.0f ? argmax(work_) : draw();
+  accept(chosen);
+  return chosen;
+}
+
+int32_t Sampler::draw() {
+  const size_t n = work_.size();
+  // Candidates by descending logit, ties by id: a total order, so the top k and every sorted
+  // head of them are the same on every standard library.
+  auto better = [&](int32_t a, int32_t b) {
+    return work_[a] > work_[b] || (work_[a] == work_[b] && a < b);
+  };
+  ids_.resize(n);
+  std::iota(ids_.begin(), ids_.end(), 0);
+  const size_t k = (p_.top_k == 0 || p_.top_k > n) ? n : p_.top_k;
+  // ids_[0, sorted) are in descending order: all k where top_k cuts, else a head widened (64,
+  // 256, ...) only as far as the walks below reach.
+  size_t sorted = 0;
+  if (k < n) {
     std::partial_sort(ids_.begin(), ids_.begin() + static_cast<std::ptrdiff_t>(k), ids_.end(),
                       better);
     ids_.resize(k);
-    const double inv_t = 1.0 / p_.temperature;
-    const double maxv = work_[ids_[0]];
-    std::vector<double> probs(k);
-    double sum = 0.0;
+    sorted = k;
+  }
+  const double inv_t = 1.0 / p_.temperature;
+  const double maxv = work_[sorted > 0 ? ids_[0] : argmax(work_)];
+  auto prob = [&](int32_t id) { return std::exp((work_[id] - maxv) * inv_t); };
+  double total = 0.0;  // in the order of ids_: descending, or by id (both defined)
+  for (const int32_t id : ids_) total += prob(id);
+  auto head = [&](size_t i) {
+    if (i < sorted) return ids_[i];
+    const size_t h = std::min(k, std::max<size_t>(64, 4 * sorted));
+    const auto first = ids_.begin() + static_cast<std::ptrdiff_t>(sorted);
+    const auto mid = ids_.begin() + static_cast<std::ptrdiff_t>(h);
+    std::partial_sort(first, mid, ids_.end(), better);
+    sorted = h;
+    return ids_[i];
+  };
+  // Nucleus: the smallest prefix whose mass reaches top_p.
+  size_t keep = k;
+  double kept = total;
+  if (p_.top_p < 1.0f) {
+    double acc = 0.0, mass = 0.0;
     for (size_t i = 0; i < k; ++i) {
-      probs[i] = std::exp((work_[ids_[i]] - maxv) * inv_t);
-      sum += probs[i];
-    }
-    // Nucleus: the smallest prefix whose mass reaches top_p.
-    size_t keep = k;
-    if (p_.top_p < 1.0f) {
-      double acc = 0.0;
-      for (size_t i = 0; i < k; ++i) {
-        acc += probs[i] / sum;
-        if (acc >= p_.top_p) {
-          keep = i + 1;
-          break;
-        }
-      }
-    }
-    double kept = 0.0;
-    for (size_t i = 0; i < keep; ++i) kept += probs[i];
-    double r = next_unit() * kept;
-    chosen = ids_[keep - 1];
-    for (size_t i = 0; i < keep; ++i) {
-      r -= probs[i];
-      if (r < 0.0) {
-        chosen = ids_[i];
+      const double pi = prob(head(i));
+      mass += pi;
+      acc += pi / total;
+      if (acc >= p_.top_p) {
+        keep = i + 1;
+        kept = mass;
         break;
       }
     }
   }
-  accept(chosen);
-  return chosen;
+  double r = next_unit() * kept;
+  for (size_t i = 0; i < keep; ++i) {
+    const int32_t id = head(i);
+    r -= prob(id);
+    if (r < 0.0) return id;
+  }
+  return head(keep - 1);  // rounding left r >= 0 after the last candidate
 }
 
 }  // namespace rwkvd::engine
