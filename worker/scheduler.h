@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/cpu/thread_pool.h"
 #include "worker/job.h"
 #include "worker/options.h"
 #include "worker/prefix_cache.h"
@@ -59,7 +60,12 @@ class Scheduler {
   void step();
   void dispatch_embeds();
   bool embeds_due(Clock::time_point now) const;
-  void after_output(Task& t, const engine::Tensor& out);
+  // The next token of each generating task in `who` that has its logits in `outs` (-1 for the
+  // rest): drawn in parallel where several draw at a temperature (each ~1 ms for 65536 tokens).
+  std::vector<int32_t> sample_outputs(const std::vector<Task*>& who,
+                                      const std::vector<engine::Tensor>& outs);
+  // `sampled`: the task's next token (generate; sample_outputs()), else unused.
+  void after_output(Task& t, const engine::Tensor& out, int32_t sampled);
   void finish(Task& t);
   void release_task(Task& t);
   void cancel(const Job& job);
@@ -91,6 +97,7 @@ class Scheduler {
   std::deque<std::shared_ptr<EmbedJob>> embeds_;
   uint64_t embed_tokens_queued_ = 0;
   Clock::time_point last_reap_;
+  std::unique_ptr<engine::cpu::ThreadPool> sample_pool_;  // made on first use
 };
 
 }  // namespace rwkvd::worker

@@ -106,7 +106,8 @@ TEST_F(WorkerTest, SeededGenerationEqualsBackendPlusSampler) {
 // One client, a document's session forked three ways, three generations in flight on one
 // connection (generate_all): the same tokens as one at a time, in the steps of one alone (the
 // worker batched them from the first step: its join window, generous here for a loaded machine,
-// lets the three requests arrive before it starts).
+// lets the three requests arrive before it starts). Greedy, and at a temperature with a seed,
+// where the worker draws the three tokens of a step on threads of its own.
 TEST_F(WorkerTest, GenerateAllOnForksMatchesOneAtATimeInTheStepsOfOne) {
   RWKVD_FIXTURE(model, kTiny);
   worker::ServeOptions opt;
@@ -117,30 +118,33 @@ TEST_F(WorkerTest, GenerateAllOnForksMatchesOneAtATimeInTheStepsOfOne) {
   c->session_feed(doc, Input{"A short document about the weather.", {}});
   const std::vector<Input> fields = {Input{" Subject:", {}}, Input{" Sender:", {}},
                                      Input{" Date:", {}}};
-  client::GenerateOptions g;
-  g.sampling.max_tokens = 6;
-  g.sampling.temperature = 0;
   auto steps = [&] { return c->stats().find("generate")->find("steps")->as_uint(); };
-
-  std::vector<std::vector<int32_t>> one_at_a_time;
-  const uint64_t s0 = steps();
-  for (const Input& f : fields) {
-    const uint64_t fork = c->session_fork(doc);
-    one_at_a_time.push_back(c->generate(f, g, {}, fork).tokens);
-    c->session_close(fork);
+  for (const float temperature : {0.0f, 0.9f}) {
+    SCOPED_TRACE("temperature " + std::to_string(temperature));
+    client::GenerateOptions g;
+    g.sampling.max_tokens = 6;
+    g.sampling.temperature = temperature;
+    g.sampling.seed = 7;
+    std::vector<std::vector<int32_t>> one_at_a_time;
+    const uint64_t s0 = steps();
+    for (const Input& f : fields) {
+      const uint64_t fork = c->session_fork(doc);
+      one_at_a_time.push_back(c->generate(f, g, {}, fork).tokens);
+      c->session_close(fork);
+    }
+    const uint64_t s1 = steps();
+    std::vector<uint64_t> forks;
+    for (size_t i = 0; i < fields.size(); ++i) forks.push_back(c->session_fork(doc));
+    const std::vector<client::GenerateResult> all = c->generate_all(fields, forks, g);
+    const uint64_t s2 = steps();
+    ASSERT_EQ(all.size(), fields.size());
+    for (size_t i = 0; i < fields.size(); ++i) {
+      EXPECT_EQ(all[i].tokens, one_at_a_time[i]) << "field " << i;
+      EXPECT_EQ(all[i].completion_tokens, 6u);
+    }
+    EXPECT_EQ(3 * (s2 - s1), s1 - s0) << "the three generations did not share every engine step";
+    for (uint64_t f : forks) c->session_close(f);
   }
-  const uint64_t s1 = steps();
-  std::vector<uint64_t> forks;
-  for (size_t i = 0; i < fields.size(); ++i) forks.push_back(c->session_fork(doc));
-  const std::vector<client::GenerateResult> all = c->generate_all(fields, forks, g);
-  const uint64_t s2 = steps();
-  ASSERT_EQ(all.size(), fields.size());
-  for (size_t i = 0; i < fields.size(); ++i) {
-    EXPECT_EQ(all[i].tokens, one_at_a_time[i]) << "field " << i;
-    EXPECT_EQ(all[i].completion_tokens, 6u);
-  }
-  EXPECT_EQ(3 * (s2 - s1), s1 - s0) << "the three generations did not share every engine step";
-  for (uint64_t f : forks) c->session_close(f);
   c->session_close(doc);
 }
 
