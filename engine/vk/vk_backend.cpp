@@ -104,7 +104,9 @@ class VkBackendImpl final : public VkBackend {
       const int64_t width = wants_logits(batch[i].output) ? hp_.n_vocab : hp_.n_embd;
       if (batch[i].output == OutputMode::kNone) continue;
       out[i].shape = {wants_all(batch[i].output) ? n : 1, width};
-      out[i].data.resize(static_cast<size_t>(out[i].numel()));
+      // A single row is assigned from the readback buffer when it comes (run_chunk), not
+      // zero-filled first: 256 KB of logits a sequence, every decode step.
+      if (wants_all(batch[i].output)) out[i].data.resize(static_cast<size_t>(out[i].numel()));
     }
     std::vector<size_t> done(batch.size(), 0);
     while (run_chunk(batch, done, out)) {
@@ -261,8 +263,12 @@ class VkBackendImpl final : public VkBackend {
         const bool lg = wants_logits(batch[rows[i].seq].output);
         const size_t width = lg ? hp_.n_vocab : hp_.n_embd;
         const float* src = lg ? logits + i * width : embd + i * width;
-        std::memcpy(t.data.data() + rows[i].dest_row * static_cast<int64_t>(width), src,
-                    width * sizeof(float));
+        if (wants_all(batch[rows[i].seq].output)) {
+          std::memcpy(t.data.data() + rows[i].dest_row * static_cast<int64_t>(width), src,
+                      width * sizeof(float));
+        } else {
+          t.data.assign(src, src + width);
+        }
       }
     }
     for (const Part& p : parts) done[p.seq] += p.n;
