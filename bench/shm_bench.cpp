@@ -132,6 +132,26 @@ BENCHMARK_CAPTURE(BM_RequestState, shm_input, true)
     ->Name("request/shm_input")
     ->Unit(benchmark::kMillisecond);
 
+// The worker's side alone: decoding a request whose state is a shared-memory input (the read
+// out of the client's object, which the worker then unlinks), the object written untimed.
+void BM_RequestStateDecode(benchmark::State& state) {
+  using rwkvd::protocol::Request;
+  for (auto _ : state) {
+    state.PauseTiming();
+    Request req;
+    req.id = 1;
+    req.op = rwkvd::protocol::Op::kSessionOpen;
+    const rwkvd::protocol::ShmInput input(std::as_bytes(std::span(tensor())));
+    req.state_shm = Request::ShmInputRef{input.name(), input.bytes()};
+    const std::string bytes = rwkvd::protocol::encode_request(req);
+    state.ResumeTiming();
+    const Request got = rwkvd::protocol::decode_request(bytes);
+    benchmark::DoNotOptimize(got.state->data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(kBytes));
+}
+BENCHMARK(BM_RequestStateDecode)->Name("request/shm_input_decode")->Unit(benchmark::kMillisecond);
+
 }  // namespace
 
 BENCHMARK_MAIN();

