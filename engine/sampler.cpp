@@ -69,7 +69,7 @@ int32_t Sampler::sample(std::span<const float> logits) {
       work_[tok] -= p_.presence_penalty + p_.frequency_penalty * static_cast<float>(count);
     }
   }
-  const int32_t chosen = p_.temperature <= 0.0f ? argmax(work_) : draw();
+  const int32_t chosen = greedy() ? argmax(work_) : draw();
   accept(chosen);
   return chosen;
 }

@@ -454,7 +454,7 @@ std::vector<int32_t> Scheduler::sample_outputs(const std::vector<Task*>& who,
   for (size_t i = 0; i < who.size() && i < outs.size(); ++i) {
     if (who[i]->kind != Task::Kind::kGenerate || outs[i].data.empty()) continue;
     drawing.push_back(i);
-    at_temperature += who[i]->job.req.sampling.temperature > 0.0f ? 1 : 0;
+    at_temperature += who[i]->sampler->greedy() ? 0 : 1;
   }
   auto draw = [&](size_t begin, size_t end, unsigned /*thread*/) {
     for (size_t j = begin; j < end; ++j) {
