@@ -171,18 +171,46 @@ void BM_Pair(benchmark::State& state) {
     state.SkipWithError("the device has no int8 product");
     return;
   }
-  Product lora(GgmlType::F32, 2560, 576, 1), rkv(GgmlType::Q4_K, 2560, 7680, 1, 1);
-  Product rkv2(GgmlType::Q4_K, 2560, 7680, 1, 1), lora2(GgmlType::F32, 2560, 576, 1);
+  // Each dispatch of the mode's chain, a barrier where nullptr stands.
+  std::vector<std::unique_ptr<Product>> owned;
+  const auto lora = [&] {
+    return owned.emplace_back(std::make_unique<Product>(GgmlType::F32, 2560, 576, 1)).get();
+  };
+  const auto rkv = [&] {
+    return owned.emplace_back(std::make_unique<Product>(GgmlType::Q4_K, 2560, 7680, 1, 1)).get();
+  };
+  std::vector<Product*> chain;
+  switch (mode) {
+    case 0:
+      chain = {lora()};
+      break;
+    case 1:
+      chain = {rkv()};
+      break;
+    case 2:
+      chain = {lora(), rkv()};
+      break;
+    case 3:
+      chain = {lora(), nullptr, rkv()};
+      break;
+    case 4:
+      chain = {rkv(), rkv()};
+      break;
+    default:
+      chain = {lora(), lora()};
+      break;
+  }
   double per = 0;
   for (auto _ : state) {
     per = gpu().time(
         [&](VkCommandBuffer cb, uint32_t i) {
-          if (mode == 0 || mode == 5) lora.record(cb, i);
-          if (mode == 5) lora2.record(cb, i);
-          if (mode == 2 || mode == 3) lora.record(cb, i);
-          if (mode == 3) Kernels::compute_barrier(cb);
-          if (mode >= 1 && mode <= 4) rkv.record(cb, i);
-          if (mode == 4) rkv2.record(cb, i);
+          for (Product* p : chain) {
+            if (p == nullptr) {
+              Kernels::compute_barrier(cb);
+            } else {
+              p->record(cb, i);
+            }
+          }
         },
         true);
     state.SetIterationTime(per);

@@ -35,7 +35,7 @@ std::vector<std::vector<int32_t>> greedy(engine::Backend& b, const std::vector<u
     const auto res = b.run(batch);
     for (size_t i = 0; i < slots.size(); ++i) {
       out[i].push_back(next[i]);
-      next[i] = engine::argmax({res[i].data.data(), static_cast<size_t>(res[i].shape.back())});
+      next[i] = engine::argmax(res[i].data);  // one row of logits
     }
   }
   return out;
@@ -177,8 +177,7 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
     }
     const auto res = b->run(batch);
     std::vector<int32_t> next;
-    for (const auto& t : res)
-      next.push_back(engine::argmax({t.data.data(), static_cast<size_t>(t.shape.back())}));
+    for (const auto& t : res) next.push_back(engine::argmax(t.data));
     auto gen = greedy(*b, slots, next, sizes.field_tokens - 1);
     for (size_t i = 0; i < batch.size(); ++i) {
       batch[i].tokens = {&next[i], 1};  // the 8th token goes into the state
@@ -220,8 +219,7 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
   b->reset_state(0);
   const engine::SequenceInput in{0, doc_ids, engine::OutputMode::kLastLogits};
   const auto res = b->run({&in, 1});
-  std::vector<int32_t> next{
-      engine::argmax({res[0].data.data(), static_cast<size_t>(res[0].shape.back())})};
+  std::vector<int32_t> next{engine::argmax(res[0].data)};
   const auto gen = greedy(*b, {0}, next, 64)[0];
   uint64_t h = 1469598103934665603ull;
   for (int32_t t : gen) {
