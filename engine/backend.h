@@ -40,12 +40,17 @@ struct LoadStats {
   double resident_ms = 0;
   // Parts of usable_ms on a GPU (0 elsewhere), in order: open -> device ready (instance,
   // driver); the pipeline cache read from disk; the weights' device memory and the upload's
-  // staging and thread; the forward's set-up (its pipelines, from the pipeline cache where warm;
-  // buffers; descriptors). The rest: state transfer buffers, command pool.
+  // staging and thread; the forward's set-up (buffers, descriptors, the pipelines that were not
+  // ready yet). The rest: state transfer buffers, command pool.
   double device_ms = 0;
   double pipeline_cache_ms = 0;
   double weights_setup_ms = 0;
   double forward_setup_ms = 0;
+  // The pipelines (from the pipeline cache where warm), made on other threads beside the
+  // weights' set-up: usable_ms holds only what of them outlasts it.
+  double pipelines_ms = 0;
+  // Pipelines the forward's set-up still had to make (0 where the early ones were all it needs).
+  uint32_t late_pipelines = 0;
   uint64_t weight_bytes = 0;
   uint64_t state_bytes = 0;
   uint64_t scratch_bytes = 0;

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -302,6 +303,9 @@ std::string histogram_line(const nlohmann::json& h) {
 
 struct FieldRound {
   double wall_ms = 0;
+  // Per client (6 clients at once): ms from the start to its session_open, generate and embed
+  // replies, to see which phase the clients wait in.
+  std::vector<std::array<double, 3>> timeline;
   std::vector<uint64_t> sessions;
   std::vector<std::vector<int32_t>> tokens;
   double checksum = 0;
@@ -317,6 +321,7 @@ FieldRound fields_in_flight(const std::string& endpoint, const std::vector<float
   round.tokens.resize(n);
   std::vector<std::string> errors(n);
   std::vector<Clock::time_point> ends(n);
+  std::vector<std::array<Clock::time_point, 3>> marks(n);
   std::vector<double> sums(n, 0.0);
   std::mutex mu;
   std::condition_variable cv;
@@ -338,14 +343,17 @@ FieldRound fields_in_flight(const std::string& endpoint, const std::vector<float
         c.hello();
         arrive();
         round.sessions[i] = c.session_open(doc_state);
+        marks[i][0] = Clock::now();
         client::GenerateOptions g;
         g.sampling.max_tokens = static_cast<uint32_t>(sizes.field_tokens);
         g.sampling.temperature = 0;
         g.sampling.seed = 1;
         round.tokens[i] = c.generate(Input{fields[i], {}}, g, {}, round.sessions[i]).tokens;
+        marks[i][1] = Clock::now();
         const client::Tensor e = c.session_embed(round.sessions[i], Input{sizes.field_end, {}});
         sums[i] = sum_of(e.data());
         ends[i] = Clock::now();  // closing is not part of the figure
+        marks[i][2] = ends[i];
         c.session_close(round.sessions[i]);
       } catch (const std::exception& e) {
         errors[i] = e.what();
@@ -369,6 +377,12 @@ FieldRound fields_in_flight(const std::string& endpoint, const std::vector<float
       std::chrono::duration<double, std::milli>(*std::max_element(ends.begin(), ends.end()) - t0)
           .count();
   for (double s : sums) round.checksum += s;
+  for (const auto& m : marks) {
+    auto at = [&](Clock::time_point t) {
+      return std::chrono::duration<double, std::milli>(t - t0).count();
+    };
+    round.timeline.push_back({at(m[0]), at(m[1]), at(m[2])});
+  }
   return round;
 }
 
@@ -557,6 +571,19 @@ void run_client_bench(const BenchOptions& o, BenchReport& report) {
       return histogram_delta(*before.find("generate")->find("batch_sequences"),
                              *fetch_stats(endpoint).find("generate")->find("batch_sequences"));
     };
+    const auto engine_delta = [](const Value& before, const Value& after) {
+      nlohmann::json out = nlohmann::json::object();
+      const nlohmann::json was = to_json(*before.find("engine_ms")),
+                           now = to_json(*after.find("engine_ms"));
+      for (const auto& [call, v] : now.items()) {
+        const auto calls = v["calls"].get<uint64_t>() -
+                           (was.contains(call) ? was[call]["calls"].get<uint64_t>() : 0);
+        const double ms = v["total_ms"].get<double>() -
+                          (was.contains(call) ? was[call]["total_ms"].get<double>() : 0.0);
+        out[call] = {{"calls", calls}, {"total_ms", ms}};
+      }
+      return out;
+    };
     // And the worker's latencies per op after the 6-client rounds (its last 1024 of each op).
     const auto op_latencies = [&] { return to_json(*fetch_stats(endpoint).find("latency_ms")); };
     FieldRound last;
@@ -567,6 +594,9 @@ void run_client_bench(const BenchOptions& o, BenchReport& report) {
     }
     const nlohmann::json steps_clients = gen_steps(before_clients);
     client_ctx["field_worker_latency_ms"] = op_latencies();
+    client_ctx["field_client_timeline_ms"] = last.timeline;  // [opened, generated, embedded]
+    // Where the engine thread's time went over those rounds (forwards against state moves).
+    client_ctx["field_engine_ms"] = engine_delta(before_clients, fetch_stats(endpoint));
     // The same from one client with forks of its document's session.
     FieldRound one;
     const Value before_one = fetch_stats(endpoint);

@@ -80,6 +80,7 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
       report.add("load.pipeline_cache_ms", "ms", ls.pipeline_cache_ms);
       report.add("load.weights_setup_ms", "ms", ls.weights_setup_ms);
       report.add("load.forward_setup_ms", "ms", ls.forward_setup_ms);
+      report.add("load.pipelines_ms", "ms", ls.pipelines_ms);
     }
   }
   const engine::Rwkv7Hparams hp = b->hparams();

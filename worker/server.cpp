@@ -96,7 +96,8 @@ void Server::bind() {
   wake_push_ = zmq::socket_t(ctx_, zmq::socket_type::push);
   wake_push_.set(zmq::sockopt::linger, 0);
   wake_push_.connect(wake_endpoint_);
-  scheduler_ = std::make_unique<Scheduler>(*backend_, codec_.get(), opt_, stats_,
+  timed_ = std::make_unique<TimedBackend>(*backend_, stats_);
+  scheduler_ = std::make_unique<Scheduler>(*timed_, codec_.get(), opt_, stats_,
                                            [this](Outgoing o) { post(std::move(o)); });
   scheduler_->start();
   spdlog::info("listening on {}", opt_.endpoint);

@@ -19,6 +19,7 @@
 #include "worker/scheduler.h"
 #include "worker/stats.h"
 #include "worker/text_codec.h"
+#include "worker/timed_backend.h"
 
 namespace rwkvd::worker {
 
@@ -63,6 +64,7 @@ class Server {
   protocol::Value stats_value() const;
 
   std::unique_ptr<engine::Backend> backend_;
+  std::unique_ptr<TimedBackend> timed_;  // backend_ as the scheduler calls it
   std::shared_ptr<const TextCodec> codec_;
   ServeOptions opt_;
   ModelInfo model_;

@@ -70,6 +70,14 @@ void Stats::record_latency(protocol::Op op, double ms) {
   latency_[protocol::op_name(op)].add(ms);
 }
 
+void Stats::record_engine_call(const char* what, double ms) {
+  std::lock_guard lock(mu_);
+  EngineCalls& e = engine_[what];
+  e.calls += 1;
+  e.total_ms += ms;
+  e.max_ms = std::max(e.max_ms, ms);
+}
+
 void Stats::record_embed_dispatch(uint64_t sequences, uint64_t requests, uint64_t tokens) {
   std::lock_guard lock(mu_);
   embed_sequences_.add(sequences);
@@ -133,6 +141,12 @@ Value Stats::to_value(Value::Map extra) const {
   };
   Value::Map lat;
   for (const auto& [k, w] : latency_) lat.emplace_back(k, w.to_value());
+  Value::Map engine;
+  for (const auto& [k, e] : engine_) {
+    engine.emplace_back(k, Value(Value::Map{{"calls", Value(e.calls)},
+                                            {"total_ms", Value(e.total_ms)},
+                                            {"max_ms", Value(e.max_ms)}}));
+  }
   const uint64_t lookups = prefix_hits_ + prefix_misses_;
   Value::Map shm{{"events", counts(shm_)}};
   for (auto& kv : extra) shm.push_back(std::move(kv));
@@ -156,6 +170,7 @@ Value Stats::to_value(Value::Map extra) const {
                                                {"generated_tokens", Value(gen_tokens_out_)},
                                                {"batch_sequences", gen_sequences_.to_value()}})},
                  {"latency_ms", Value(std::move(lat))},
+                 {"engine_ms", Value(std::move(engine))},
                  {"prefix_cache",
                   Value(Value::Map{{"hits", Value(prefix_hits_)},
                                    {"misses", Value(prefix_misses_)},

@@ -47,6 +47,8 @@ class Stats {
   void count_request(protocol::Op op);
   void count_error(protocol::ErrorCode code);
   void record_latency(protocol::Op op, double ms);
+  // One call of the engine (TimedBackend): "run", "write_state", ...
+  void record_engine_call(const char* what, double ms);
   void record_embed_dispatch(uint64_t sequences, uint64_t requests, uint64_t tokens);
   void record_generation_step(uint64_t sequences, uint64_t tokens);
   void add_generated_tokens(uint64_t n);
@@ -68,6 +70,11 @@ class Stats {
   std::chrono::steady_clock::time_point start_;
   std::map<std::string, uint64_t> requests_, errors_, shm_, clients_;
   std::map<std::string, LatencyWindow> latency_;
+  struct EngineCalls {
+    uint64_t calls = 0;
+    double total_ms = 0, max_ms = 0;
+  };
+  std::map<std::string, EngineCalls> engine_;
   Histogram embed_sequences_, embed_requests_, gen_sequences_;
   uint64_t embed_tokens_ = 0, gen_tokens_in_ = 0, gen_tokens_out_ = 0;
   uint64_t prefix_hits_ = 0, prefix_misses_ = 0, prefix_entries_ = 0, prefix_bytes_ = 0,

@@ -130,7 +130,6 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
   emb.weights[0] = w_.range(model.token_embd);
   embed_set_ = sets_->make(emb);
 
-  std::vector<GgmlType> types;
   const uint32_t TD = Tc * D, TQ = Tc * q8_row_floats(D);
   // y's int8 form comes from wkv, which not every kernel variant writes.
   const uint32_t q_y = kernels_.wkv_writes_q8(hp_.head_size) ? a_.q_y : kNoQ8;
@@ -184,7 +183,6 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
     p.fval[0].slots[0].h16_off = a_.h_fh;
     for (auto* gs : {&p.first, &p.second, &p.out, &p.fkey, &p.fval}) {
       for (MmGroup& g : *gs) {
-        types.push_back(g.type);
         // Split-K partial sums (Kernels::mc_split) go where the logits will be: the head, the
         // only product that writes them, runs after every layer.
         for (MmSlot& sl : g.slots) {
@@ -198,19 +196,9 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
   head_ =
       group("mm head",
             {{model.head, slot_for(model.head, a_.embd, a_.logits, MmMode::kStore, a_.q_embd)}});
-  types.push_back(model.head->type);
-  types.push_back(model.token_embd->type);
-  std::sort(types.begin(), types.end());
-  types.erase(std::unique(types.begin(), types.end()), types.end());
-  const uint32_t lora_ranks = hp_.rank_w + hp_.rank_a + hp_.rank_v + hp_.rank_g;
-  fuse_lora_ = kernels_.wkv_fuses_lora(hp_.head_size, lora_ranks) &&
-               std::all_of(layers_.begin(), layers_.end(), [](const LayerPlan& p) {
-                 return p.second.size() == 1 && p.second[0].type == GgmlType::F32;
-               });
-  for (const uint32_t rank : {hp_.rank_w, hp_.rank_a, hp_.rank_v, hp_.rank_g}) {
-    fuse_lora_ = fuse_lora_ && rank % 4 == 0;
-  }
-  kernels_.warm(types, hp_.head_size, fuse_lora_ ? lora_ranks : 0);
+  const PipelineNeeds needs = pipeline_needs(model, kernels_);
+  fuse_lora_ = needs.lora_ranks > 0;
+  kernels_.warm(needs.types, hp_.head_size, needs.lora_ranks);
   // Decode dispatches of the last layer (it has every product).
   dispatches_per_layer_ = 3;  // two shifts and wkv; the rest are matrix products
   for (auto* gs : {&layers_.back().first, &layers_.back().second, &layers_.back().out,
@@ -230,6 +218,41 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
 }
 
 Forward::~Forward() = default;
+
+Forward::PipelineNeeds Forward::pipeline_needs(const Rwkv7Model& model, const Kernels& kernels) {
+  const Rwkv7Hparams& hp = model.hparams();
+  PipelineNeeds n;
+  n.types = {model.head->type, model.token_embd->type};
+  bool lora_up_f32 = true;  // every layer's LoRA up products make one group of F32 weights
+  for (size_t l = 0; l < model.layers().size(); ++l) {
+    const Rwkv7Layer& ly = model.layers()[l];
+    // (Layer 0's v1 and v2 are placeholders the forward leaves out: it has no value residual.)
+    const GgufTensor* v1 = l > 0 ? ly.v1 : ly.w1;
+    const GgufTensor* v2 = l > 0 ? ly.v2 : ly.w2;
+    for (const GgufTensor* t : {ly.receptance, ly.key, ly.value, ly.w1, ly.a1, ly.g1, v1, ly.w2,
+                                ly.a2, ly.g2, v2, ly.output, ly.ffn_key, ly.ffn_value}) {
+      n.types.push_back(t->type);
+    }
+    for (const GgufTensor* t : {ly.w2, ly.a2, ly.g2, v2}) {
+      lora_up_f32 = lora_up_f32 && t->type == GgmlType::F32;
+    }
+  }
+  std::sort(n.types.begin(), n.types.end());
+  n.types.erase(std::unique(n.types.begin(), n.types.end()), n.types.end());
+  const uint32_t lora_ranks = hp.rank_w + hp.rank_a + hp.rank_v + hp.rank_g;
+  bool fuse = lora_up_f32 && kernels.wkv_fuses_lora(hp.head_size, lora_ranks);
+  for (const uint32_t rank : {hp.rank_w, hp.rank_a, hp.rank_v, hp.rank_g}) {
+    fuse = fuse && rank % 4 == 0;
+  }
+  n.lora_ranks = fuse ? lora_ranks : 0;
+  return n;
+}
+
+void Forward::prepare_pipelines(Device& dev, Pipelines& pipes, const Rwkv7Model& model) {
+  Kernels kernels(dev, pipes);
+  const PipelineNeeds needs = pipeline_needs(model, kernels);
+  kernels.warm(needs.types, model.hparams().head_size, needs.lora_ranks);
+}
 
 std::vector<std::string> Forward::kernel_choices() const {
   std::vector<std::string> out = kernels_.choices(hp_.head_size);

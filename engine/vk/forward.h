@@ -51,6 +51,10 @@ class Forward {
           uint32_t token_cap, uint32_t seq_cap, uint32_t n_slots);
   ~Forward();
 
+  // Creates the pipelines a Forward of `model` will need (they depend only on the device and the
+  // model's types), so that a caller can have them made while it sets up the weights.
+  static void prepare_pipelines(Device& dev, Pipelines& pipes, const Rwkv7Model& model);
+
   uint32_t token_cap() const { return token_cap_; }
   uint32_t seq_cap() const { return seq_cap_; }
   Buffer& meta() { return meta_; }
@@ -90,6 +94,13 @@ class Forward {
     std::vector<VkCommandBuffer> cbs;
     std::vector<uint32_t> profile;  // profiler recording of each command buffer
   };
+  // The weight types of the model's products, and the LoRA ranks' sum where wkv will do the
+  // LoRA up products (every layer's are F32 and the device's wkv kernel holds them; else 0).
+  struct PipelineNeeds {
+    std::vector<GgmlType> types;
+    uint32_t lora_ranks = 0;
+  };
+  static PipelineNeeds pipeline_needs(const Rwkv7Model& model, const Kernels& kernels);
   std::vector<MmGroup> group(const std::string& role,
                              const std::vector<std::pair<const GgufTensor*, MmSlot>>& mats);
   void record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s, uint32_t prof);

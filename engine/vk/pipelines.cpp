@@ -169,6 +169,11 @@ VkPipeline Pipelines::get(const std::string& name, const std::vector<uint32_t>& 
   return p;
 }
 
+size_t Pipelines::count() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return pipelines_.size();
+}
+
 void Pipelines::prepare(const std::vector<Key>& keys) {
   std::vector<Key> todo;
   {

@@ -34,6 +34,8 @@ class Pipelines {
   // Creates every missing pipeline of `keys` at once, on several threads: a first start
   // without a pipeline cache compiles dozens of them, one after another ~5 s on an H100.
   void prepare(const std::vector<Key>& keys);
+  // Pipelines made so far.
+  size_t count();
   VkPipelineLayout layout() const { return layout_; }
   VkDescriptorSetLayout set_layout() const { return set_layout_; }
 

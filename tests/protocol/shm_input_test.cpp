@@ -67,6 +67,18 @@ TEST(ShmInput, ReadingConsumesTheObjectAndAnUnreadOneGoesWithItsWriter) {
   EXPECT_FALSE(std::filesystem::exists(shm_path(unread)));
 }
 
+// Inputs of several MB are read in parts on threads: every part lands where it belongs, a size
+// that is no multiple of a page included.
+TEST(ShmInput, ALargeInputReadsBackWhole) {
+  const std::vector<float> data = ramp(2'300'001);  // 9.2 MB: two or more parts
+  const ShmInput in(std::as_bytes(std::span(data)));
+  EXPECT_EQ(read_shm_input(in.name(), in.bytes()), data);
+  const ShmInput head(std::as_bytes(std::span(data)));
+  const uint64_t some = uint64_t{1'234'567} * sizeof(float);
+  EXPECT_EQ(read_shm_input(head.name(), some),
+            std::vector<float>(data.begin(), data.begin() + 1'234'567));
+}
+
 // Objects of clients that died before sending them name a pid that is gone.
 TEST(ShmInput, StaleInputsOfDeadClientsAreRemoved) {
   const pid_t child = ::fork();

@@ -215,14 +215,19 @@ TEST_F(VkForward, ReportsLoadTimesAndDispatches) {
   const LoadStats s = b->load_stats();
   std::printf(
       "load: usable %.1f ms (device %.1f, pipeline cache %.1f, weights %.1f, forward set-up "
-      "%.1f), resident %.1f ms, %llu weight bytes; %u dispatches/layer\n",
+      "%.1f; pipelines %.1f beside the weights), resident %.1f ms, %llu weight bytes; %u "
+      "dispatches/layer\n",
       s.usable_ms, s.device_ms, s.pipeline_cache_ms, s.weights_setup_ms, s.forward_setup_ms,
-      s.resident_ms, static_cast<unsigned long long>(s.weight_bytes), b->dispatches_per_layer());
+      s.pipelines_ms, s.resident_ms, static_cast<unsigned long long>(s.weight_bytes),
+      b->dispatches_per_layer());
   EXPECT_GT(s.usable_ms, 0);
   // Parts of usable_ms, each measured.
   EXPECT_GT(s.device_ms, 0);
   EXPECT_GT(s.forward_setup_ms, 0);
   EXPECT_GT(s.weights_setup_ms, 0);
+  EXPECT_GT(s.pipelines_ms, 0);
+  // The pipelines made beside the weights' set-up are every one the forward needs.
+  EXPECT_EQ(s.late_pipelines, 0u);
   EXPECT_LE(s.device_ms + s.pipeline_cache_ms + s.weights_setup_ms + s.forward_setup_ms,
             s.usable_ms);
   EXPECT_GE(s.resident_ms, 0);

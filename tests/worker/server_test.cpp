@@ -180,6 +180,19 @@ TEST_F(WorkerTest, ForksOfASessionOpenedWithAStateAreCopiesOnTheDevice) {
   const Input field{" Subject:", {}};
   const std::vector<int32_t> want = c->generate(field, inline_state).tokens;
   for (uint64_t f : forks) EXPECT_EQ(c->generate(field, g, {}, f).tokens, want);
+  // The engine thread's calls, as the stats op counts them: the state went into a slot once,
+  // each fork copied it there, and the generations ran forwards.
+  const protocol::Value stats = c->stats();
+  const protocol::Value* engine = stats.find("engine_ms");
+  ASSERT_NE(engine, nullptr);
+  auto calls = [&](const char* what) {
+    const protocol::Value* e = engine->find(what);
+    return e == nullptr ? uint64_t{0} : e->find("calls")->as_uint();
+  };
+  EXPECT_GE(calls("write_state"), 1u);
+  EXPECT_EQ(calls("copy_state"), 3u);
+  EXPECT_GE(calls("run"), 4u);
+  EXPECT_GT(engine->find("run")->find("total_ms")->as_double(), 0.0);
   for (uint64_t f : forks) c->session_close(f);
   c->session_close(held);
 }
