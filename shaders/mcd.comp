@@ -15,6 +15,12 @@
 // subgroup waits out one memory latency per U steps. At the end the S partial tiles are added
 // in subgroup order (deterministic) and go through the epilogue.
 //
+// Split-K (pc.ksplit > 1, gl_WorkGroupID.z = slot * ksplit + part), for long rows with few
+// outputs (the ffn value product: 10240 inputs, 160 workgroups of 2560 outputs, each subgroup
+// 20 steps in a row): ksplit workgroups share a tile, each over a contiguous 1 / ksplit of K, and
+// write their partial sums where mc.comp's go (part_row()); mc_sum.comp adds them in order and
+// applies the epilogue. The split depends on the shape alone (Kernels::mcd_split).
+//
 // Tokens past T stage zeros; rows past N decode the last row (valid memory, never stored).
 // A token's sums run in the same order whatever T is: its row of the tiles meets only its own
 // inputs. Precision: tensor_core.glsl's.
@@ -51,13 +57,16 @@ void subgroup_tiles_barrier() {
 }
 
 void main() {
-  const uint s = gl_WorkGroupID.z, sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  const uint s = gl_WorkGroupID.z / pc.ksplit, part = gl_WorkGroupID.z % pc.ksplit;
+  const uint sg = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint K = pc.K[s], N = pc.N[s];
   const uint m0 = gl_WorkGroupID.x * BM, t0 = gl_WorkGroupID.y * BT;
   if (m0 >= N) return;  // a shorter weight of the group: uniform per workgroup
   const uint nt = min(BT, pc.T - t0), S = gl_NumSubgroups;
-  // This subgroup's steps of K.
-  const uint nq = K / BK, q0 = nq * sg / S, q1 = nq * (sg + 1u) / S;
+  // This subgroup's steps of K: its 1 / S of the workgroup's part (the host makes K / BK a
+  // multiple of ksplit).
+  const uint nk = K / BK / pc.ksplit, kq = nk * part;
+  const uint q0 = kq + nk * sg / S, q1 = kq + nk * (sg + 1u) / S;
   const uint wr = lane % BM, wp = lane / BM;
   const uint w_row = min(m0 + wr, N - 1u) * pc.row_bytes[s];
   const uint kW = sg * kSlab, kX = kW + BM * kStride;
@@ -118,6 +127,12 @@ void main() {
     for (uint k = 0; k < S; ++k) {
       const uint c = k * BT * BM + tt * BM + r;  // even: both floats in one uvec4
       y += uintBitsToFloat(uvec2(smem[c / 4u][c % 4u], smem[c / 4u][c % 4u + 1u]));
+    }
+    if (pc.ksplit > 1u) {  // partial sums, for mc_sum.comp
+      const uint po = part_row(s, part) + (t0 + tt) * pc.part_width + o;
+      act[po] = y.x / kInScale;
+      if (o + 1u < N) act[po + 1u] = y.y / kInScale;
+      continue;
     }
     const uint yo = pc.y_off[s] + (t0 + tt) * N + o;
     y = vec2(epilogue(s, yo, y.x / kInScale), epilogue(s, yo + 1u, y.y / kInScale));

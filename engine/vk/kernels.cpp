@@ -122,6 +122,7 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   mcd_min_t_ = std::max(1u, env_u32("RWKVD_VK_MCD_MIN_T", mcd_min_t_));
   mcd_max_t_ = std::min(kMcdTokens, env_u32("RWKVD_VK_MCD_MAX_T", mcd_max_t_));
   mcd_sg_ = std::clamp(env_u32("RWKVD_VK_MCD_SG", mcd_sg_), 1u, kMcdMostSubgroups);
+  mcd_split_ = env_u32("RWKVD_VK_MCD_SPLIT", 0);
   wkv_portable_ = std::getenv("RWKVD_VK_WKV_PORTABLE") != nullptr;
   // Invocations per channel in wkv's LoRA up phase (more where the ranks need it): H100, 2.9B
   // Q4_K_M decode, see docs/PERFORMANCE.md.
@@ -367,6 +368,41 @@ uint32_t Kernels::mc_split(std::span<const MmSlot> slots) const {
   return split;
 }
 
+// mcd.comp steps of K (64 inputs) a subgroup keeps when its product is split: fewer leave
+// each split part too little to hide the start of its workgroup.
+constexpr uint32_t kMcdSplitMinSteps = 4;
+// Split until a product makes as many workgroups as the ffn key product (640), which mcd.comp
+// runs near its best per byte (H100, 8 tokens: Q4_K 2560 -> 10240 23.5 us, 10240 -> 2560 unsplit
+// 34 us for the same bytes, docs/PERFORMANCE.md session 12).
+constexpr uint32_t kMcdSplitTiles = 640;
+
+uint32_t Kernels::mcd_split(std::span<const MmSlot> slots) const {
+  const MmSlot& first = slots.front();
+  if (first.part_off == kNoQ8 || mcd_split_ == 1) return 1;
+  // mc_sum.comp writes no fp16 form of the output.
+  if (std::any_of(slots.begin(), slots.end(), [](const MmSlot& s) { return s.yh_off != kNoQ8; })) {
+    return 1;
+  }
+  uint32_t tiles = 0, rows = 0, steps = UINT32_MAX;
+  for (const MmSlot& s : slots) {
+    tiles += ceil_div(s.N, kMcdRows);
+    rows += s.N;
+    steps = std::min(steps, s.K / 64);
+  }
+  const auto fits = [&](uint32_t parts) {
+    return std::all_of(slots.begin(), slots.end(),
+                       [&](const MmSlot& s) { return (s.K / 64) % parts == 0; }) &&
+           parts * rows <= first.part_width;
+  };
+  if (mcd_split_ >= 2) return fits(mcd_split_) ? mcd_split_ : 1;
+  uint32_t split = 1;
+  while (tiles * 2 * split <= kMcdSplitTiles &&
+         steps / (2 * split) / mcd_sg_ >= kMcdSplitMinSteps && fits(2 * split)) {
+    split *= 2;
+  }
+  return split;
+}
+
 std::string Kernels::mc_name(GgmlType type, uint32_t rows, uint32_t tokens) const {
   return "mc_" + weight_type_suffix(type) + (rows == 128 ? "_r128" : "") +
          (tokens == 32 ? "_t32" : "");
@@ -498,9 +534,20 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       pc.yq_off[i] = slots[i].yh_off;
     }
     const Pipelines::Key key = mcd_key(type);
+    const uint32_t split = mcd_split(slots);
+    if (split > 1) {
+      pc.ksplit = split;
+      pc.part_off = slots[0].part_off;
+      pc.part_width = slots[0].part_width;
+    }
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
     vkCmdDispatch(cb, ceil_div(max_n, kMcdRows), ceil_div(T, kMcdTokens),
-                  static_cast<uint32_t>(slots.size()));
+                  static_cast<uint32_t>(slots.size()) * split);
+    if (split > 1) {  // the parts' sums, in order, through the epilogue
+      compute_barrier(cb);
+      bind(cb, set, pipes_.get("mc_sum", {kMcSumWg}), &pc, sizeof(pc));
+      vkCmdDispatch(cb, ceil_div(T * max_n, kMcSumWg), static_cast<uint32_t>(slots.size()), 1);
+    }
     return;
   }
   if (k32 && T <= mv_max_t_) {

@@ -177,6 +177,10 @@ class Kernels {
   // whether T tokens take it where the weights are quantised.
   bool mcd_on() const;
   bool few_on_coopmat(uint32_t T) const;
+  // Workgroups that share each mcd.comp tile, each over a part of K (1, 2 or 4): long rows with
+  // few outputs (the ffn value product), by the shape alone; the parts' partial sums go to the
+  // slots' scratch (MmSlot::part_off) and mc_sum.comp adds them.
+  uint32_t mcd_split(std::span<const MmSlot> slots) const;
   Pipelines::Key mcd_key(GgmlType type) const;
   // Workgroups that share each mc.comp tile, each over a part of K (1 to 8): products with
   // few row tiles, where slots' scratch (MmSlot::part_off) holds the partial sums. Depends on
@@ -228,6 +232,7 @@ class Kernels {
   // 10240 12.1 / 16.3 / 22.3 -> ~22 at any count; 10240 -> 2560 12.8 / 18.3 / 24.9 -> ~33; 2560
   // -> 2560 6.3 / 8.4 / 10.9 -> ~10.6; docs/PERFORMANCE.md, session 10).
   uint32_t mcd_min_t_ = 5, mcd_max_t_ = 16, mcd_sg_ = 8;
+  uint32_t mcd_split_ = 0;  // $RWKVD_VK_MCD_SPLIT: 1 never splits, 2 or 4 forces; 0 mcd_split()
 };
 
 // Shader-name suffix of a weight type ("q4_k").

@@ -141,6 +141,12 @@ TEST_P(VkMatmul, MatchesDequantizedCpuProductEveryEpilogue) {
         {", mcd from one token", {{"RWKVD_VK_MCD_MIN_T", "1"}}},
         {", mcd with 3 subgroups", {{"RWKVD_VK_MCD_SG", "3"}}},
         {", mcd with 1 subgroup", {{"RWKVD_VK_MCD_SG", "1"}}},
+        // mcd.comp split over K (mc_sum.comp adds the parts): the test's rows are too short
+        // for mcd_split() to split them by default; with 4 parts of 2 steps (K = 512) over 3
+        // subgroups, one subgroup has no step.
+        {", mcd split-K in 2", {{"RWKVD_VK_MCD_SPLIT", "2"}}},
+        {", mcd split-K in 4, 3 subgroups",
+         {{"RWKVD_VK_MCD_SPLIT", "4"}, {"RWKVD_VK_MCD_SG", "3"}}},
         {", no mcd", {{"RWKVD_VK_MCD_MAX_T", "0"}}},
     };
     for (size_t ti = 0; ti < tiles.size(); ++ti) {
