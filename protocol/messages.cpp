@@ -171,21 +171,23 @@ Sampling parse_sampling(const Value& m, const Limits& lim) {
   return s;
 }
 
-// The state inline (bin) or as a shared-memory input ({shm: name, bytes: n}), read here.
-std::vector<float> parse_state(const Value& v, const Limits& lim) {
-  if (v.kind() == Value::Kind::kMap) {
-    const Value* name = v.find("shm");
-    const Value* n = v.find("bytes");
-    if (name == nullptr || n == nullptr) {
-      fail(ErrorCode::kBadState, "state: a map must hold shm (the object's name) and bytes");
-    }
-    const uint64_t bytes = n->as_uint("state.bytes");
-    if (bytes > lim.max_shm_input_bytes) {
-      fail(ErrorCode::kTooLarge, "state: " + std::to_string(bytes) + " bytes > " +
-                                     std::to_string(lim.max_shm_input_bytes));
-    }
-    return read_shm_input(name->as_str("state.shm"), bytes);
+// A state sent as a shared-memory input ({shm: name, bytes: n}): the object it names.
+Request::ShmInputRef parse_shm_ref(const Value& v, const Limits& lim) {
+  const Value* name = v.find("shm");
+  const Value* n = v.find("bytes");
+  if (name == nullptr || n == nullptr) {
+    fail(ErrorCode::kBadState, "state: a map must hold shm (the object's name) and bytes");
   }
+  const uint64_t bytes = n->as_uint("state.bytes");
+  if (bytes > lim.max_shm_input_bytes) {
+    fail(ErrorCode::kTooLarge,
+         "state: " + std::to_string(bytes) + " bytes > " + std::to_string(lim.max_shm_input_bytes));
+  }
+  return {std::string(name->as_str("state.shm")), bytes};
+}
+
+// A state sent inline (bin).
+std::vector<float> parse_inline_state(const Value& v) {
   const auto& bytes = v.as_bin("state");
   if (bytes.empty()) fail(ErrorCode::kBadState, "state: empty");
   if (bytes.size() % sizeof(float) != 0) {
@@ -305,7 +307,13 @@ std::optional<Op> op_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-Request parse_request(const Value& msg, const Limits& lim) {
+void read_shm_state(Request& req) {
+  if (!req.state_shm) return;
+  req.state = read_shm_input(req.state_shm->name, req.state_shm->bytes);
+  req.state_shm.reset();
+}
+
+Request parse_request(const Value& msg, const Limits& lim, ShmStates shm_states) {
   if (msg.kind() != Value::Kind::kMap) {
     throw RequestError(ProtocolError(ErrorCode::kBadMessage, "a request must be a map"), 0);
   }
@@ -423,8 +431,13 @@ Request parse_request(const Value& msg, const Limits& lim) {
     }
     if (req.op == Op::kSessionSetState) need("state");
     if (const Value* s = msg.find("state")) {
-      req.state = parse_state(*s, lim);
       req.state_was_shm = s->kind() == Value::Kind::kMap;
+      if (req.state_was_shm) {
+        req.state_shm = parse_shm_ref(*s, lim);
+        if (shm_states == ShmStates::kRead) read_shm_state(req);
+      } else {
+        req.state = parse_inline_state(*s);
+      }
     }
     req.return_state = get_bool(msg, "return_state", false);
     if (req.op == Op::kGenerate) {
@@ -460,14 +473,14 @@ Request parse_request(const Value& msg, const Limits& lim) {
   return req;
 }
 
-Request decode_request(std::string_view bytes, const Limits& lim) {
+Request decode_request(std::string_view bytes, const Limits& lim, ShmStates shm_states) {
   Value msg;
   try {
     msg = decode(bytes, lim.decode_limits());
   } catch (const ProtocolError& e) {
     throw RequestError(e, 0);
   }
-  return parse_request(msg, lim);
+  return parse_request(msg, lim, shm_states);
 }
 
 std::string encode_request(const Request& req) {

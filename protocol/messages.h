@@ -137,8 +137,8 @@ struct Request {
   bool stream = false;
   bool return_state = false;
   std::optional<std::vector<float>> state;  // initial state, raw float32
-  // Encoding only: send the state as this shared-memory input (shm_input.h) instead of inline;
-  // decoding reads such a state into `state`.
+  // Encoding: send the state as this shared-memory input (shm_input.h) instead of inline.
+  // Decoding reads such a state into `state`, or with ShmStates::kLeave names it here.
   struct ShmInputRef {
     std::string name;
     uint64_t bytes = 0;
@@ -158,8 +158,17 @@ class RequestError : public ProtocolError {
  private:
   uint64_t id_;
 };
-Request decode_request(std::string_view bytes, const Limits& limits = {});
-Request parse_request(const Value& msg, const Limits& limits = {});
+// What decoding does with a state sent as a shared-memory input: read it into `state`, or leave
+// it named in `state_shm` for read_shm_state() (the worker reads such states off its server
+// thread: a 2.9B state is 21.6 MB).
+enum class ShmStates { kRead, kLeave };
+Request decode_request(std::string_view bytes, const Limits& limits = {},
+                       ShmStates shm_states = ShmStates::kRead);
+Request parse_request(const Value& msg, const Limits& limits = {},
+                      ShmStates shm_states = ShmStates::kRead);
+// Reads the shared-memory input `state_shm` names into `state` (nothing where none): throws
+// ProtocolError (bad_state) as decoding would have.
+void read_shm_state(Request& req);
 std::string encode_request(const Request& req);
 
 // What validation needs to know about the loaded model.

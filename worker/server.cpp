@@ -24,6 +24,10 @@ constexpr const char* kServerVersion = "rwkvd 0.1.0";
 double ms_since(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
+// Threads reading shared-memory states: a few clients' at once (each read uses several threads
+// of its own for a large state, shm_input.cpp).
+constexpr unsigned kStateReaders = 4;
+
 }  // namespace
 
 Server::Server(std::unique_ptr<engine::Backend> backend, std::shared_ptr<const TextCodec> codec,
@@ -100,7 +104,13 @@ void Server::bind() {
   scheduler_ = std::make_unique<Scheduler>(*timed_, codec_.get(), opt_, stats_,
                                            [this](Outgoing o) { post(std::move(o)); });
   scheduler_->start();
+  reader_ = std::make_unique<StateReader>(kStateReaders, [this] { wake(); });
   spdlog::info("listening on {}", opt_.endpoint);
+}
+
+void Server::wake() {
+  std::lock_guard lock(outbox_mu_);
+  wake_push_.send(zmq::buffer("w", 1), zmq::send_flags::dontwait);
 }
 
 void Server::post(Outgoing o) {
@@ -326,9 +336,27 @@ Value Server::stats_value() const {
 }
 
 void Server::handle(const std::string& client, const std::string& body) {
+  if (reading_.contains(client)) {  // after the request whose state is being read
+    std::deque<std::string>& held = held_[client];
+    if (held.size() >= opt_.max_inflight_per_client) {
+      uint64_t id = 0;
+      try {
+        id = protocol::decode_request(body, opt_.limits, protocol::ShmStates::kLeave).id;
+      } catch (const protocol::RequestError& e) {
+        id = e.id();
+      }
+      send_error(client, id, ErrorCode::kQuotaExceeded,
+                 "this client has " + std::to_string(held.size()) +
+                     " requests waiting behind one whose state is being read "
+                     "(--max-inflight-per-client); wait for some replies");
+      return;
+    }
+    held.push_back(body);
+    return;
+  }
   protocol::Request req;
   try {
-    req = protocol::decode_request(body, opt_.limits);
+    req = protocol::decode_request(body, opt_.limits, protocol::ShmStates::kLeave);
   } catch (const protocol::RequestError& e) {
     send_error(client, e.id(), e.code(), e.what());
     return;
@@ -344,6 +372,15 @@ void Server::handle(const std::string& client, const std::string& body) {
   if (ring_) {
     for (uint64_t l : req.release) ring_->release(l, client);
   }
+  if (req.state_shm) {
+    reading_.insert(client);
+    reader_->submit(client, std::move(req));
+    return;
+  }
+  dispatch(client, std::move(req));
+}
+
+void Server::dispatch(const std::string& client, protocol::Request req) {
   const uint64_t id = req.id;
   try {
     handle_request(client, std::move(req));
@@ -352,6 +389,26 @@ void Server::handle(const std::string& client, const std::string& body) {
   } catch (const std::exception& e) {
     spdlog::error("request {}: {}", id, e.what());
     send_error(client, id, ErrorCode::kInternal, e.what());
+  }
+}
+
+void Server::finish_reads() {
+  for (StateReader::Done& d : reader_->take()) {
+    reading_.erase(d.client);
+    stats_.record_latency("shm_state_read", d.read_ms);
+    if (d.error) {
+      send_error(d.client, d.req.id, *d.error, d.message);
+    } else {
+      dispatch(d.client, std::move(d.req));
+    }
+    const auto held = held_.find(d.client);
+    if (held == held_.end()) continue;
+    while (!held->second.empty() && !reading_.contains(d.client)) {
+      const std::string body = std::move(held->second.front());
+      held->second.pop_front();
+      handle(d.client, body);
+    }
+    if (held->second.empty()) held_.erase(held);
   }
 }
 
@@ -498,6 +555,7 @@ void Server::run() {
       }
     }
     try {
+      finish_reads();
       drain_outbox();
       retry_parked(false);
       send_heartbeats();
@@ -512,6 +570,15 @@ void Server::run() {
   }
   spdlog::info("stopping: failing in-flight requests");
   scheduler_->stop();
+  // Requests whose states were being read, and what their clients sent after them, are
+  // answered too (the stopped scheduler refuses them: shutting_down).
+  reader_->drain();
+  try {
+    finish_reads();
+  } catch (const std::exception& e) {
+    spdlog::error("answering requests at stop: {}", e.what());
+  }
+  reader_.reset();
   drain_outbox();
   retry_parked(true);
   router_.set(zmq::sockopt::linger, 1000);  // let the shutting_down replies out

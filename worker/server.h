@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <zmq.hpp>
 
 #include "engine/backend.h"
@@ -17,6 +18,7 @@
 #include "worker/job.h"
 #include "worker/options.h"
 #include "worker/scheduler.h"
+#include "worker/state_reader.h"
 #include "worker/stats.h"
 #include "worker/text_codec.h"
 #include "worker/timed_backend.h"
@@ -47,6 +49,12 @@ class Server {
  private:
   void handle(const std::string& client, const std::string& body);
   void handle_request(const std::string& client, protocol::Request req);
+  // handle_request, its errors answered.
+  void dispatch(const std::string& client, protocol::Request req);
+  // The requests whose shared-memory states the reader has read, then the messages their
+  // clients sent meanwhile, in order.
+  void finish_reads();
+  void wake();            // the server thread's poll returns (any thread)
   void post(Outgoing o);  // engine thread
   void deliver(Outgoing o, bool force_inline);
   bool place_tensors(Outgoing& o, bool force_inline);
@@ -72,14 +80,20 @@ class Server {
   protocol::ModelShape shape_;
   std::unique_ptr<protocol::ShmRing> ring_;
   std::unique_ptr<Scheduler> scheduler_;
+  // Clients with a state being read (server thread only), and the messages each sent meanwhile:
+  // they wait, so that a client's requests take effect in the order it sent them.
+  std::unordered_set<std::string> reading_;
+  std::unordered_map<std::string, std::deque<std::string>> held_;
 
   zmq::context_t ctx_;
   zmq::socket_t router_;
   zmq::socket_t wake_pull_;
-  zmq::socket_t wake_push_;  // used under outbox_mu_ by the engine thread
+  zmq::socket_t wake_push_;  // used under outbox_mu_ by the engine and reader threads
   std::string wake_endpoint_;
   std::mutex outbox_mu_;
   std::deque<Outgoing> outbox_;
+  // After the sockets and outbox_ it wakes through: destroyed (its threads joined) before them.
+  std::unique_ptr<StateReader> reader_;
   struct Parked {
     Outgoing out;
     Clock::time_point deadline;

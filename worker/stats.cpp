@@ -70,6 +70,11 @@ void Stats::record_latency(protocol::Op op, double ms) {
   latency_[protocol::op_name(op)].add(ms);
 }
 
+void Stats::record_latency(const std::string& what, double ms) {
+  std::lock_guard lock(mu_);
+  latency_[what].add(ms);
+}
+
 void Stats::record_engine_call(const char* what, double ms) {
   std::lock_guard lock(mu_);
   EngineCalls& e = engine_[what];

@@ -47,6 +47,8 @@ class Stats {
   void count_request(protocol::Op op);
   void count_error(protocol::ErrorCode code);
   void record_latency(protocol::Op op, double ms);
+  // A latency of something other than an op (e.g. "shm_state_read"), beside the ops'.
+  void record_latency(const std::string& what, double ms);
   // One call of the engine (TimedBackend): "run", "write_state", ...
   void record_engine_call(const char* what, double ms);
   void record_embed_dispatch(uint64_t sequences, uint64_t requests, uint64_t tokens);

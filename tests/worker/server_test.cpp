@@ -473,6 +473,45 @@ TEST_F(WorkerTest, StatesAsSharedMemoryInputsActAsInlineOnes) {
   c->session_close(held);
 }
 
+// The worker reads a request's shared-memory state off its server thread; what the same client
+// sends meanwhile waits for it, so a client's requests still take effect in the order it sent
+// them: two state changes and two reads in flight together read back what was set before each.
+TEST_F(WorkerTest, AClientsRequestsKeepTheirOrderWhileItsStateIsRead) {
+  RWKVD_FIXTURE(model, kTiny);
+  start(model);
+  auto c = connect();
+  uint64_t doc = 0;
+  const std::vector<float> state = document_state(*c, doc);
+  const uint64_t s = c->session_open();
+  const client::Tensor fresh = c->session_state(s);
+  const std::vector<float> zero(fresh.data().begin(), fresh.data().end());
+  ASSERT_NE(zero, state);
+  c->set_shm_input_min_bytes(0);
+  std::vector<protocol::Request> reqs(5);
+  for (auto& r : reqs) r.session = s;
+  reqs[0].op = protocol::Op::kSessionSetState;
+  reqs[0].state = state;
+  reqs[1].op = protocol::Op::kSessionState;
+  reqs[2].op = protocol::Op::kSessionSetState;
+  reqs[2].state = zero;
+  reqs[3].op = protocol::Op::kSessionState;
+  reqs[4].op = protocol::Op::kTokenize;
+  reqs[4].session = 0;
+  reqs[4].inputs.push_back(Input{"ok", {}});
+  const std::vector<protocol::Reply> replies = c->call_all(reqs);
+  auto read_back = [&](const protocol::Reply& r) {
+    const client::Tensor t = c->to_tensor(*r.body.find("state"));
+    return std::vector<float>(t.data().begin(), t.data().end());
+  };
+  EXPECT_EQ(read_back(replies[1]), state);
+  EXPECT_EQ(read_back(replies[3]), zero);
+  const protocol::Value stats = c->stats();
+  EXPECT_EQ(stats.find("shm")->find("events")->find("input_states")->as_uint(), 2u);
+  EXPECT_EQ(stats.find("latency_ms")->find("shm_state_read")->find("count")->as_uint(), 2u);
+  c->session_close(s);
+  c->session_close(doc);
+}
+
 // The client sends states from set_shm_input_min_bytes() on as shared-memory inputs, smaller
 // ones inline: a worker that takes no shared-memory input over 1 KiB tells them apart.
 TEST_F(WorkerTest, ClientSendsLargeStatesAsSharedMemoryInputs) {
