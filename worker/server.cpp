@@ -539,10 +539,9 @@ void Server::run() {
         }
         try {
           handle(client, frames[0]);
-          // Replies the engine thread posted meanwhile go now, not after every waiting request
-          // is decoded: one carrying a 21.6 MB shared-memory state takes ~5 ms to read, and
-          // six clients opening sessions at once got their replies all together after the
-          // last one's (H100, 2.9B: each open ~80 ms).
+          // Replies the engine thread posted meanwhile go now, not after every waiting message
+          // is handled: when reading states was part of that, six clients opening sessions at
+          // once got their replies all together after the last one's read (H100, 2.9B: ~80 ms).
           drain_outbox();
         } catch (const std::exception& e) {  // e.g. bad_alloc encoding a reply: keep serving
           spdlog::error("handling a request: {}", e.what());
@@ -572,12 +571,16 @@ void Server::run() {
   scheduler_->stop();
   // Requests whose states were being read, and what their clients sent after them, are
   // answered too (the stopped scheduler refuses them: shutting_down).
-  reader_->drain();
-  try {
-    finish_reads();
-  } catch (const std::exception& e) {
-    spdlog::error("answering requests at stop: {}", e.what());
-  }
+  // (A held message may itself name a state: until no client waits on a read.)
+  do {
+    reader_->drain();
+    try {
+      finish_reads();
+    } catch (const std::exception& e) {
+      spdlog::error("answering requests at stop: {}", e.what());
+      break;
+    }
+  } while (!reading_.empty());
   reader_.reset();
   drain_outbox();
   retry_parked(true);
