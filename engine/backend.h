@@ -49,6 +49,10 @@ struct LoadStats {
   // The pipelines (from the pipeline cache where warm), made on other threads beside the
   // weights' set-up: usable_ms holds only what of them outlasts it.
   double pipelines_ms = 0;
+  // Parts of forward_setup_ms: its buffers and their zero fill; of those, the host-visible
+  // readback buffer (a chunk's outputs: 140 MB for 2.9B at 512 tokens).
+  double forward_buffers_ms = 0;
+  double readback_ms = 0;
   // Pipelines the forward's set-up still had to make (0 where the early ones were all it needs).
   uint32_t late_pipelines = 0;
   uint64_t weight_bytes = 0;

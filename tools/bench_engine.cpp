@@ -81,6 +81,8 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
       report.add("load.weights_setup_ms", "ms", ls.weights_setup_ms);
       report.add("load.forward_setup_ms", "ms", ls.forward_setup_ms);
       report.add("load.pipelines_ms", "ms", ls.pipelines_ms);
+      report.add("load.forward_buffers_ms", "ms", ls.forward_buffers_ms);
+      report.add("load.readback_ms", "ms", ls.readback_ms);
     }
   }
   const engine::Rwkv7Hparams hp = b->hparams();

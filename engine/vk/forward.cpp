@@ -1,6 +1,7 @@
 #include "engine/vk/forward.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
@@ -104,6 +105,7 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
   const uint32_t Tc = token_cap_;
   lay_out(Tc);
   const uint32_t at = a_.total;
+  const auto buffers_start = std::chrono::steady_clock::now();
   act_ = Buffer(dev, VkDeviceSize{at} * 4, MemKind::kDevice);
   state_ = Buffer(dev, VkDeviceSize{n_slots} * hp_.state_floats() * 4, MemKind::kDevice);
   // Every row kernel and wkv reads the batch description, some through two dependent loads:
@@ -111,11 +113,16 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
   const MemKind meta_kind =
       std::getenv("RWKVD_VK_META_HOST") != nullptr ? MemKind::kUpload : MemKind::kDeviceMapped;
   meta_ = Buffer(dev, (4 * VkDeviceSize{Tc} + 4 * seq_cap + Tc) * 4, meta_kind);
+  const auto readback_start = std::chrono::steady_clock::now();
   readback_ = Buffer(dev, VkDeviceSize{Tc} * (D + hp_.n_vocab) * 4, MemKind::kReadback);
+  readback_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - readback_start).count();
   cmds_.run_now([&](VkCommandBuffer cb) {
     vkCmdFillBuffer(cb, state_.handle(), 0, VK_WHOLE_SIZE, 0);
     vkCmdFillBuffer(cb, act_.handle(), 0, VK_WHOLE_SIZE, 0);
   });
+  buffers_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - buffers_start).count();
 
   const uint32_t L = hp_.n_layer;
   sets_ = std::make_unique<DescriptorSets>(dev, pipes.set_layout(), 3 + 16 * L);

@@ -102,6 +102,8 @@ class VkBackendImpl final : public VkBackend {
     s.forward_setup_ms = 1e3 * forward_setup_s_;
     s.pipelines_ms = 1e3 * pipelines_s_;
     s.late_pipelines = late_pipelines_;
+    s.forward_buffers_ms = 1e3 * forward_->buffers_seconds();
+    s.readback_ms = 1e3 * forward_->readback_seconds();
     const double r = uploader_->resident_seconds();
     s.resident_ms = r < 0 ? -1 : 1e3 * (upload_start_s_ + r);
     s.weight_bytes = weights_->device_bytes();
