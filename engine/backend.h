@@ -40,8 +40,8 @@ struct LoadStats {
   double resident_ms = 0;
   // Parts of usable_ms on a GPU (0 elsewhere), in order: open -> device ready (instance,
   // driver); the pipeline cache read from disk; the weights' device memory and the upload's
-  // staging and thread; the forward's set-up (buffers, descriptors, the pipelines that were not
-  // ready yet). The rest: state transfer buffers, command pool.
+  // staging and thread; the forward's set-up (descriptors, the pipelines and buffers that were
+  // not ready yet). The rest: state transfer buffers, command pool.
   double device_ms = 0;
   double pipeline_cache_ms = 0;
   double weights_setup_ms = 0;
@@ -49,8 +49,9 @@ struct LoadStats {
   // The pipelines (from the pipeline cache where warm), made on other threads beside the
   // weights' set-up: usable_ms holds only what of them outlasts it.
   double pipelines_ms = 0;
-  // Parts of forward_setup_ms: its buffers and their zero fill; of those, the host-visible
-  // readback buffer (a chunk's outputs: 140 MB for 2.9B at 512 tokens).
+  // The forward's buffers and their zero fill, made on another thread beside the weights'
+  // set-up too; of those, the host-visible readback buffer (a chunk's outputs: 140 MB for 2.9B
+  // at 512 tokens).
   double forward_buffers_ms = 0;
   double readback_ms = 0;
   // Pipelines the forward's set-up still had to make (0 where the early ones were all it needs).

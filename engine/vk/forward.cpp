@@ -31,21 +31,14 @@ MmSlot slot_for(const GgufTensor* t, uint32_t x, uint32_t y, MmMode mode, uint32
 
 }  // namespace
 
-Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv7Model& model,
-                 uint32_t token_cap, uint32_t seq_cap, uint32_t n_slots)
-    : dev_(dev),
-      w_(weights),
-      model_(model),
-      hp_(model.hparams()),
-      token_cap_(token_cap),
-      seq_cap_(seq_cap),
-      kernels_(dev, pipes),
-      cmds_(dev),
-      profiler_(dev) {
-  const uint32_t D = hp_.n_embd;
-  if (D % 8 != 0 || hp_.n_embd % hp_.head_size != 0) {
+ForwardBuffers ForwardBuffers::make(Device& dev, const Rwkv7Hparams& hp, uint32_t token_cap,
+                                    uint32_t seq_cap, uint32_t n_slots) {
+  const uint32_t D = hp.n_embd;
+  if (D % 8 != 0 || hp.n_embd % hp.head_size != 0) {
     throw EngineError("vulkan: n_embd must be a multiple of 8 and of the head size");
   }
+  ForwardBuffers b;
+  ActLayout& a = b.layout;
   // Activation regions, each [tc][width] floats.
   auto lay_out = [&](uint32_t tc) {
     uint32_t at = 0;
@@ -54,43 +47,43 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
       at += tc * width;
       return o;
     };
-    a_.x = region(D);
-    a_.lerp = region(6 * D);  // xr, xw, xk, xv, xa, xg: each Tc*D apart
-    a_.save_a = region(D);
-    a_.save_f = region(D);
-    a_.r = region(D);
-    a_.k = region(D);
-    a_.v = region(D);
-    a_.hw = region(hp_.rank_w);
-    a_.ha = region(hp_.rank_a);
-    a_.hv = region(std::max(hp_.rank_v, hp_.rank_a));
-    a_.hg = region(hp_.rank_g);
-    a_.wl = region(D);
-    a_.al = region(D);
-    a_.vl = region(D);
-    a_.g = region(D);
-    a_.vf = region(D);
-    a_.y = region(D);
-    a_.fx = region(D);
-    a_.fh = region(hp_.n_ffn);
-    a_.embd = region(D);
-    a_.logits = region(hp_.n_vocab);
-    a_.q_lerp = region(6 * q8_row_floats(D));
-    a_.q_y = region(q8_row_floats(D));
-    a_.q_fx = region(q8_row_floats(D));
-    a_.q_fh = region(q8_row_floats(hp_.n_ffn));
-    a_.q_embd = region(q8_row_floats(D));
-    a_.h_lerp = region(6 * (D / 2));
-    a_.h_y = region(D / 2);
-    a_.h_fx = region(D / 2);
-    a_.h_fh = region((hp_.n_ffn + 7) / 8 * 4);
-    a_.total = at;
+    a.x = region(D);
+    a.lerp = region(6 * D);  // xr, xw, xk, xv, xa, xg: each Tc*D apart
+    a.save_a = region(D);
+    a.save_f = region(D);
+    a.r = region(D);
+    a.k = region(D);
+    a.v = region(D);
+    a.hw = region(hp.rank_w);
+    a.ha = region(hp.rank_a);
+    a.hv = region(std::max(hp.rank_v, hp.rank_a));
+    a.hg = region(hp.rank_g);
+    a.wl = region(D);
+    a.al = region(D);
+    a.vl = region(D);
+    a.g = region(D);
+    a.vf = region(D);
+    a.y = region(D);
+    a.fx = region(D);
+    a.fh = region(hp.n_ffn);
+    a.embd = region(D);
+    a.logits = region(hp.n_vocab);
+    a.q_lerp = region(6 * q8_row_floats(D));
+    a.q_y = region(q8_row_floats(D));
+    a.q_fx = region(q8_row_floats(D));
+    a.q_fh = region(q8_row_floats(hp.n_ffn));
+    a.q_embd = region(q8_row_floats(D));
+    a.h_lerp = region(6 * (D / 2));
+    a.h_y = region(D / 2);
+    a.h_fx = region(D / 2);
+    a.h_fh = region((hp.n_ffn + 7) / 8 * 4);
+    a.total = at;
   };
   // The activations are one storage buffer: fewer tokens per forward where the device's
   // storage buffer range (lavapipe: 128 MiB) cannot hold the requested number.
   lay_out(1);
-  const uint64_t fit = dev.props().limits.maxStorageBufferRange / 4 / a_.total;
-  if (token_cap_ > fit) {
+  const uint64_t fit = dev.props().limits.maxStorageBufferRange / 4 / a.total;
+  if (token_cap > fit) {
     if (fit < std::max<uint64_t>(seq_cap, 1)) {
       throw EngineError("vulkan: the device's storage buffer range holds the activations of " +
                         std::to_string(fit) + " tokens, fewer than " + std::to_string(seq_cap) +
@@ -99,31 +92,54 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
     std::fprintf(stderr,
                  "rwkvd: vulkan: %u tokens per forward exceed the device's storage buffer range; "
                  "using %llu\n",
-                 token_cap_, static_cast<unsigned long long>(fit));
-    token_cap_ = static_cast<uint32_t>(fit);
+                 token_cap, static_cast<unsigned long long>(fit));
+    token_cap = static_cast<uint32_t>(fit);
   }
-  const uint32_t Tc = token_cap_;
+  const uint32_t Tc = token_cap;
+  b.token_cap = Tc;
+  b.seq_cap = seq_cap;
   lay_out(Tc);
-  const uint32_t at = a_.total;
-  const auto buffers_start = std::chrono::steady_clock::now();
-  act_ = Buffer(dev, VkDeviceSize{at} * 4, MemKind::kDevice);
-  state_ = Buffer(dev, VkDeviceSize{n_slots} * hp_.state_floats() * 4, MemKind::kDevice);
+  const auto start = std::chrono::steady_clock::now();
+  b.act = Buffer(dev, VkDeviceSize{a.total} * 4, MemKind::kDevice);
+  b.state = Buffer(dev, VkDeviceSize{n_slots} * hp.state_floats() * 4, MemKind::kDevice);
   // Every row kernel and wkv reads the batch description, some through two dependent loads:
   // from host memory each such load crosses PCIe, microseconds per dispatch.
   const MemKind meta_kind =
       std::getenv("RWKVD_VK_META_HOST") != nullptr ? MemKind::kUpload : MemKind::kDeviceMapped;
-  meta_ = Buffer(dev, (4 * VkDeviceSize{Tc} + 4 * seq_cap + Tc) * 4, meta_kind);
+  b.meta = Buffer(dev, (4 * VkDeviceSize{Tc} + 4 * seq_cap + Tc) * 4, meta_kind);
   const auto readback_start = std::chrono::steady_clock::now();
-  readback_ = Buffer(dev, VkDeviceSize{Tc} * (D + hp_.n_vocab) * 4, MemKind::kReadback);
-  readback_seconds_ =
+  b.readback = Buffer(dev, VkDeviceSize{Tc} * (D + hp.n_vocab) * 4, MemKind::kReadback);
+  b.readback_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - readback_start).count();
-  cmds_.run_now([&](VkCommandBuffer cb) {
-    vkCmdFillBuffer(cb, state_.handle(), 0, VK_WHOLE_SIZE, 0);
-    vkCmdFillBuffer(cb, act_.handle(), 0, VK_WHOLE_SIZE, 0);
+  Commands cmds(dev);  // its own pool: this may run on another thread than the Forward's
+  cmds.run_now([&](VkCommandBuffer cb) {
+    vkCmdFillBuffer(cb, b.state.handle(), 0, VK_WHOLE_SIZE, 0);
+    vkCmdFillBuffer(cb, b.act.handle(), 0, VK_WHOLE_SIZE, 0);
   });
-  buffers_seconds_ =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - buffers_start).count();
+  b.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return b;
+}
 
+Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv7Model& model,
+                 ForwardBuffers buffers)
+    : dev_(dev),
+      w_(weights),
+      model_(model),
+      hp_(model.hparams()),
+      token_cap_(buffers.token_cap),
+      seq_cap_(buffers.seq_cap),
+      kernels_(dev, pipes),
+      act_(std::move(buffers.act)),
+      state_(std::move(buffers.state)),
+      meta_(std::move(buffers.meta)),
+      readback_(std::move(buffers.readback)),
+      a_(buffers.layout),
+      cmds_(dev),
+      profiler_(dev),
+      buffers_seconds_(buffers.seconds),
+      readback_seconds_(buffers.readback_seconds) {
+  const uint32_t D = hp_.n_embd;
+  const uint32_t Tc = token_cap_;
   const uint32_t L = hp_.n_layer;
   sets_ = std::make_unique<DescriptorSets>(dev, pipes.set_layout(), 3 + 16 * L);
   SetBindings base;

@@ -46,13 +46,17 @@ class VkBackendImpl final : public VkBackend {
     device_s_ = seconds_since_open();
     pipes_ = std::make_unique<Pipelines>(*dev_);
     pipeline_cache_s_ = seconds_since_open() - device_s_;
-    // The pipelines depend only on the device and the model's types: they are made (from the
-    // cache, or compiled) on other threads while the weights' memory is set up and the upload
-    // starts, instead of after.
+    // The pipelines depend only on the device and the model's types, the forward's buffers on
+    // its shape: both are made on other threads while the weights' memory is set up and the
+    // upload starts, instead of after.
     auto pipelines = std::async(std::launch::async, [this] {
       const double start_s = seconds_since_open();
       Forward::prepare_pipelines(*dev_, *pipes_, *model_);
       return seconds_since_open() - start_s;
+    });
+    const uint32_t token_cap = std::max(opt_.max_chunk, std::min(opt_.n_slots, 64u));
+    auto buffers = std::async(std::launch::async, [this, token_cap] {
+      return ForwardBuffers::make(*dev_, hp_, token_cap, opt_.n_slots, opt_.n_slots);
     });
     const double weights_start_s = seconds_since_open();
     weights_ = std::make_unique<WeightStore>(*dev_, *model_);
@@ -61,10 +65,8 @@ class VkBackendImpl final : public VkBackend {
     weights_setup_s_ = seconds_since_open() - weights_start_s;
     pipelines_s_ = pipelines.get();
     const size_t early_pipelines = pipes_->count();
-    const uint32_t token_cap = std::max(opt_.max_chunk, std::min(opt_.n_slots, 64u));
     const double forward_start_s = seconds_since_open();
-    forward_ = std::make_unique<Forward>(*dev_, *pipes_, *weights_, *model_, token_cap,
-                                         opt_.n_slots, opt_.n_slots);
+    forward_ = std::make_unique<Forward>(*dev_, *pipes_, *weights_, *model_, buffers.get());
     forward_setup_s_ = seconds_since_open() - forward_start_s;
     late_pipelines_ = static_cast<uint32_t>(pipes_->count() - early_pipelines);
     cmds_ = std::make_unique<Commands>(*dev_);

@@ -228,7 +228,6 @@ TEST_F(VkForward, ReportsLoadTimesAndDispatches) {
   EXPECT_GT(s.pipelines_ms, 0);
   EXPECT_GT(s.forward_buffers_ms, 0);
   EXPECT_LE(s.readback_ms, s.forward_buffers_ms);
-  EXPECT_LE(s.forward_buffers_ms, s.forward_setup_ms);
   // The pipelines made beside the weights' set-up are every one the forward needs.
   EXPECT_EQ(s.late_pipelines, 0u);
   EXPECT_LE(s.device_ms + s.pipeline_cache_ms + s.weights_setup_ms + s.forward_setup_ms,
