@@ -3,7 +3,8 @@
 // request and may keep many in flight (replies carry the request id). The server thread
 // decodes and validates, answers cheap ops itself (hello, info, stats, tokenize, release), hands
 // the rest to the scheduler's engine thread, and places result tensors in the shared-memory
-// ring (or inline) on the way out.
+// ring (or inline) on the way out. States that requests name as shared-memory inputs are read
+// by the StateReader's threads meanwhile (the client's later messages wait for them).
 #include <atomic>
 #include <deque>
 #include <memory>
