@@ -135,9 +135,7 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
       readback_(std::move(buffers.readback)),
       a_(buffers.layout),
       cmds_(dev),
-      profiler_(dev),
-      buffers_seconds_(buffers.seconds),
-      readback_seconds_(buffers.readback_seconds) {
+      profiler_(dev) {
   const uint32_t D = hp_.n_embd;
   const uint32_t Tc = token_cap_;
   const uint32_t L = hp_.n_layer;

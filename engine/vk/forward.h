@@ -90,10 +90,6 @@ class Forward {
   Profiler& profiler() { return profiler_; }
   // Dispatches recorded for one layer of a decode step (for reports and tests).
   uint32_t dispatches_per_layer() const { return dispatches_per_layer_; }
-  // Parts of the constructor's time, for load reports: its buffers (activations, states, batch
-  // description, readback) and their zero fill; of those, the host-visible readback buffer.
-  double buffers_seconds() const { return buffers_seconds_; }
-  double readback_seconds() const { return readback_seconds_; }
 
  private:
   struct MmGroup {
@@ -161,7 +157,6 @@ class Forward {
   Profiler profiler_;
   std::map<std::pair<ForwardShape, bool>, Recorded> recorded_;  // (shape, whole)
   uint32_t dispatches_per_layer_ = 0;
-  double buffers_seconds_ = 0, readback_seconds_ = 0;
 };
 
 }  // namespace rwkvd::engine::vk

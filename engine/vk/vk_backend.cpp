@@ -66,7 +66,10 @@ class VkBackendImpl final : public VkBackend {
     pipelines_s_ = pipelines.get();
     const size_t early_pipelines = pipes_->count();
     const double forward_start_s = seconds_since_open();
-    forward_ = std::make_unique<Forward>(*dev_, *pipes_, *weights_, *model_, buffers.get());
+    ForwardBuffers made = buffers.get();
+    forward_buffers_s_ = made.seconds;
+    readback_s_ = made.readback_seconds;
+    forward_ = std::make_unique<Forward>(*dev_, *pipes_, *weights_, *model_, std::move(made));
     forward_setup_s_ = seconds_since_open() - forward_start_s;
     late_pipelines_ = static_cast<uint32_t>(pipes_->count() - early_pipelines);
     cmds_ = std::make_unique<Commands>(*dev_);
@@ -104,8 +107,8 @@ class VkBackendImpl final : public VkBackend {
     s.forward_setup_ms = 1e3 * forward_setup_s_;
     s.pipelines_ms = 1e3 * pipelines_s_;
     s.late_pipelines = late_pipelines_;
-    s.forward_buffers_ms = 1e3 * forward_->buffers_seconds();
-    s.readback_ms = 1e3 * forward_->readback_seconds();
+    s.forward_buffers_ms = 1e3 * forward_buffers_s_;
+    s.readback_ms = 1e3 * readback_s_;
     const double r = uploader_->resident_seconds();
     s.resident_ms = r < 0 ? -1 : 1e3 * (upload_start_s_ + r);
     s.weight_bytes = weights_->device_bytes();
@@ -368,7 +371,8 @@ class VkBackendImpl final : public VkBackend {
   Rwkv7Hparams hp_;
   Clock::time_point open_;
   double usable_s_ = 0, upload_start_s_ = 0, device_s_ = 0, forward_setup_s_ = 0;
-  double pipeline_cache_s_ = 0, weights_setup_s_ = 0, pipelines_s_ = 0;
+  double pipeline_cache_s_ = 0, weights_setup_s_ = 0, pipelines_s_ = 0, forward_buffers_s_ = 0,
+         readback_s_ = 0;
   uint32_t late_pipelines_ = 0;
   // Declaration order is destruction order reversed: the device outlives everything on it.
   std::unique_ptr<Device> dev_;
