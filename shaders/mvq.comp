@@ -8,6 +8,8 @@
 // mv.comp spends ~110 instructions unpacking each 32-weight piece to floats and reads 4 bytes of
 // input per weight; here the piece costs ~30 and the input 1.25 bytes.
 #extension GL_KHR_shader_subgroup_arithmetic : require
+// The subgroup reductions of common.glsl, as shift_sg: a tail's shift sums in the same order.
+#define USE_SUBGROUP
 #include "common.glsl"
 #include "quant.glsl"
 #include "piece.glsl"
@@ -32,8 +34,12 @@ shared float s_q[QOUT ? TT * 64u : 1u];  // the workgroup's outputs [token][row]
 // subgroup adds the parts in order (the same order for any T: the split depends on the shape).
 // A long row otherwise leaves few subgroups each waiting out many steps' loads (K = 10240).
 shared float s_ks[256];
+// TAIL: the variant whose last workgroup may run the next shift (tail.glsl, pc.tail); its
+// workgroup is the shift's (Kernels::row_wg_), so the shift sums in the same order.
+layout(constant_id = 5) const bool TAIL = false;
 
 #include "product.glsl"
+#include "tail.glsl"
 
 void main() {
   const uint s = gl_WorkGroupID.z;
@@ -99,7 +105,7 @@ void main() {
       if (part == 0u && lane == i % gl_SubgroupSize && o0 + r < N && t < nt) {
         const uint yo = pc.y_off[s] + (t0 + t) * N + o0 + r;
         const float y = epilogue(s, yo, acc[i]);
-        act[yo] = y;
+        store_y(yo, y);
         if (QOUT) s_q[t * rows_per_wg + rg * R + r] = y;
       }
     }
@@ -118,4 +124,5 @@ void main() {
       barrier();  // before the next rows overwrite s_q
     }
   }
+  product_tail();
 }

@@ -1,3 +1,5 @@
+#ifndef RWKVD_Q8_GLSL
+#define RWKVD_Q8_GLSL
 // The int8 ("q8") form of an activation row, which the K-quant decode product (mvq.comp) reads
 // instead of floats: 4x fewer bytes per input and four products per instruction (OpSDot).
 // A row of K floats (K a multiple of 32) becomes, at a float offset of the act buffer:
@@ -26,3 +28,4 @@ void q8_store_quad(uint q_row, uint K, uint e0, vec4 run[4], uint quad) {
     act[q_row + K / 4u + e0 / 8u + 1u] = (s4.x + s4.y) + (s4.z + s4.w);
   }
 }
+#endif
