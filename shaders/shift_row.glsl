@@ -6,7 +6,7 @@
 // is the next shift (or out_ln), which commits the previous shift's save ("commit" fields).
 // Run by shift.comp (a workgroup per token and slice of channels) and by a decode product's
 // last workgroup (tail.glsl: every token, every channel, no dispatch or barrier of its own).
-// The includer defines SHIFT_X(i) and SHIFT_X4(i), how x is read (a product's tail reads what
+// The includer defines SHIFT_X4(i), how x is read as vec4s (a product's tail reads what
 // the other workgroups of its dispatch wrote, so it reads past their caches).
 #include "q8.glsl"
 
@@ -36,101 +36,126 @@ struct ShiftParams {
 };
 const uint kShiftParamWords = 22;
 
-shared float s_out[6 * kMaxWg];  // a slice's outputs, for their int8 form
+// The outputs as 16-byte words (their regions and rows start at multiples of 4 floats).
+layout(set = 0, binding = 1) writeonly buffer ShiftOut4 { vec4 shift_out4[]; };
 
-// What channel c of token t needs besides x: norm weight and bias, the shift row (the sequence's
-// first position), the value to commit, the lerps.
-struct Channel {
-  float nw, nb, prev, commit, lerp[6];
+// Quads (4 channels) of a row a lane holds, D / 4 / WG rounded up (the host sets it; the includer
+// names its constant id SHIFT_QUADS_ID).
+layout(constant_id = SHIFT_QUADS_ID) const uint kShiftQuads = 3;
+
+// What quad q (channels 4q .. 4q + 3) of token t needs besides x: norm weight and bias, the shift
+// row (the sequence's first position), the values to commit, the lerps.
+struct Quad {
+  vec4 nw, nb, prev, commit, lerp[6];
 };
 
-Channel load_channel(ShiftParams a, uint c, uint t, uint sb, bool first, bool do_commit) {
-  Channel p;
-  p.nw = vecs[a.norm_w + c];
-  p.nb = vecs[a.norm_b + c];
-  p.prev = first ? state[sb + a.state_row + c] : 0.0;
-  p.commit = do_commit ? act[a.commit_src + t * a.D + c] : 0.0;
+vec4 vecs_quad(uint at) { return vec4(vecs[at], vecs[at + 1], vecs[at + 2], vecs[at + 3]); }
+vec4 state_quad(uint at) { return vec4(state[at], state[at + 1], state[at + 2], state[at + 3]); }
+
+Quad load_quad(ShiftParams a, uint q, uint t, uint sb, bool first, bool do_commit) {
+  const uint c = 4u * q;
+  Quad p;
+  p.nw = vecs_quad(a.norm_w + c);
+  p.nb = vecs_quad(a.norm_b + c);
+  p.prev = first ? state_quad(sb + a.state_row + c) : vec4(0);
+  p.commit = do_commit ? act4[(a.commit_src + t * a.D + c) / 4u] : vec4(0);
   [[unroll]] for (uint i = 0; i < 6; ++i) {
-    p.lerp[i] = i < a.n_lerp ? vecs[a.lerp_off + i * a.D + c] : 0.0;
+    p.lerp[i] = i < a.n_lerp ? vecs_quad(a.lerp_off + i * a.D + c) : vec4(0);
   }
   return p;
 }
 
-// Token t's outputs for the slices of WG channels slice, slice + slices, ..: every workgroup
-// computes the token's LayerNorm statistics over the whole row (cheap: the row is a few KB, read
-// from cache). Every invocation of the workgroup must call it (barriers).
+#ifdef USE_SUBGROUP
+// The int8 form (q8.glsl) of quad `quad` (0..3) of a run of 16 values whose four quads the four
+// consecutive invocations of this one's group of four hold (v: this one's): q8_store_quad's
+// numbers, the run gathered by shuffles instead of shared memory. Every invocation of the group
+// must call it, in uniform control flow; `live` says whether this one stores.
+void q8_store_quad_sg(uint q_row, uint K, uint e0, vec4 v, uint quad, bool live) {
+  const vec4 r[4] = {v, subgroupShuffleXor(v, 1u), subgroupShuffleXor(v, 2u),
+                     subgroupShuffleXor(v, 3u)};  // by distance from this invocation
+  vec4 run[4];
+  [[unroll]] for (uint m = 0; m < 4; ++m) {
+    const uint d = quad ^ m;  // run[m]'s holder, as a distance: selects keep all in registers
+    run[m] = d == 0u ? r[0] : d == 1u ? r[1] : d == 2u ? r[2] : r[3];
+  }
+  if (live) q8_store_quad(q_row, K, e0, run, quad);
+}
+#endif
+
+// Token t's outputs for the quads q = tid + k * WG with k = slice, slice + slices, ..: every
+// workgroup computes the token's LayerNorm statistics over the whole row (a few KB, held in
+// registers: x is read once), each lane's first output quad's parameters loaded before them so
+// that the memory latencies overlap (at one decoded token this is a chain of such latencies).
+// Every invocation of the workgroup must call it (barriers, shuffles).
 void shift_token(ShiftParams a, uint t, uint slice, uint slices) {
   const uint tid = gl_LocalInvocationID.x;
-  const uint D = a.D, seq = meta[4 * t + 1], pos = meta[4 * t + 2];
+  const uint D = a.D, nq = D / 4u, seq = meta[4 * t + 1], pos = meta[4 * t + 2];
   const uint slot = meta[a.meta_seq + 4 * seq], n = meta[a.meta_seq + 4 * seq + 2];
   const bool first = pos == 0;
   const uint xo = a.x_off + t * D, po = xo - D;  // po is only read when !first
   const uint sb = slot * a.slot_floats;
   const bool do_commit = a.commit != 0 && pos + 1 == n;
-  // The parameters of this invocation's first channel, loaded before the statistics so that
-  // their memory latency overlaps the reductions' (at one decoded token the kernel is a chain
-  // of such latencies; the loop below reloads them only for devices with fewer slices).
-  const uint c_first = slice * WG + tid;
-  Channel p;
-  if (c_first < D) p = load_channel(a, c_first, t, sb, first, do_commit);
+  vec4 xv[kShiftQuads], pv[kShiftQuads];
+  [[unroll]] for (uint k = 0; k < kShiftQuads; ++k) {
+    const uint q = tid + k * WG;
+    xv[k] = q < nq ? SHIFT_X4(xo / 4u + q) : vec4(0);
+    pv[k] = q < nq && !first ? SHIFT_X4(po / 4u + q) : vec4(0);
+  }
+  const uint q_first = tid + slice * WG;
+  Quad p;
+  if (q_first < nq) p = load_quad(a, q_first, t, sb, first, do_commit);
   vec4 s = vec4(0);
-  for (uint c = tid; c < D / 4u; c += WG) {
-    s.x += dot(SHIFT_X4(xo / 4u + c), vec4(1));
-    if (!first) s.y += dot(SHIFT_X4(po / 4u + c), vec4(1));
+  [[unroll]] for (uint k = 0; k < kShiftQuads; ++k) {
+    s.x += dot(xv[k], vec4(1));  // zero past the row
+    if (!first) s.y += dot(pv[k], vec4(1));
   }
   s = wg_sum4(s) / float(D);
   const float mu = s.x, mup = s.y;
-  vec4 q = vec4(0);
-  for (uint c = tid; c < D / 4u; c += WG) {
-    const vec4 d = SHIFT_X4(xo / 4u + c) - mu;
-    q.x += dot(d, d);
-    if (!first) {
-      const vec4 e = SHIFT_X4(po / 4u + c) - mup;
-      q.y += dot(e, e);
+  vec4 v2 = vec4(0);
+  [[unroll]] for (uint k = 0; k < kShiftQuads; ++k) {
+    if (tid + k * WG < nq) {
+      const vec4 d = xv[k] - mu;
+      v2.x += dot(d, d);
+      if (!first) {
+        const vec4 e = pv[k] - mup;
+        v2.y += dot(e, e);
+      }
     }
   }
-  q = wg_sum4(q) / float(D);
-  const float rs = inversesqrt(q.x + a.eps), rsp = inversesqrt(q.y + a.eps);
-  // Slices of WG channels (D and WG are multiples of 16, so a slice holds whole runs of q8.glsl).
-  for (uint c0 = slice * WG; c0 < D; c0 += slices * WG) {
-    const uint c = c0 + tid;
-    if (c < D) {
-      if (c != c_first) p = load_channel(a, c, t, sb, first, do_commit);
-      const float xn = (SHIFT_X(xo + c) - mu) * rs * p.nw + p.nb;
-      const float prev = first ? p.prev : (SHIFT_X(po + c) - mup) * rsp * p.nw + p.nb;
-      const float dx = prev - xn;
-      [[unroll]] for (uint i = 0; i < 6; ++i) {
-        if (i >= a.n_lerp) break;
-        const float v = xn + dx * p.lerp[i];
-        act[a.out_off + i * a.out_stride + t * D + c] = v;
-        s_out[i * WG + tid] = v;
+  v2 = wg_sum4(v2) / float(D);
+  const float rs = inversesqrt(v2.x + a.eps), rsp = inversesqrt(v2.y + a.eps);
+  const uint qr = q8_row_floats(D);
+  [[unroll]] for (uint k = 0; k < kShiftQuads; ++k) {
+    const uint q = tid + k * WG;
+    if (k < slice || (k - slice) % slices != 0u || k * WG >= nq) continue;  // uniform
+    const bool live = q < nq;
+    if (live && q != q_first) p = load_quad(a, q, t, sb, first, do_commit);
+    const vec4 xn = (xv[k] - mu) * rs * p.nw + p.nb;
+    const vec4 prev = first ? p.prev : (pv[k] - mup) * rsp * p.nw + p.nb;
+    const vec4 dx = prev - xn;
+    const uint c = 4u * q;
+    [[unroll]] for (uint i = 0; i < 6; ++i) {
+      if (i >= a.n_lerp) break;
+      const vec4 v = xn + dx * p.lerp[i];
+      if (live) shift_out4[(a.out_off + i * a.out_stride + t * D + c) / 4u] = v;
+#ifdef USE_SUBGROUP
+      // Their fp16 form (h16.comp's halves, which then need not run for these outputs) and
+      // int8 form.
+      if (live && (a.h16_mask & (1u << i)) != 0u) {
+        const uint h = a.h16_off + i * a.h16_stride + t * (D / 2u) + c / 2u;
+        actu[h] = half_pair(v.xy);
+        actu[h + 1u] = half_pair(v.zw);
       }
-      act[a.save_off + t * D + c] = xn;
-      if (do_commit) state[sb + a.commit_row + c] = p.commit;
+      if ((a.q8_mask & (1u << i)) != 0u) {
+        q8_store_quad_sg(a.q8_off + i * a.q8_stride + t * qr, D, c & ~15u, v, q & 3u, live);
+      }
+#endif
     }
-    if (a.q8_mask != 0u || a.h16_mask != 0u) {
-      barrier();  // the slice's outputs are in s_out
-      // Their fp16 form: invocation tid packs pair tid % (WG / 2) of output tid / (WG / 2), ..
-      // (the same halves as h16.comp, which then need not run for these outputs).
-      for (uint j = tid; j < a.n_lerp * (WG / 2u); j += WG) {
-        const uint i = j / (WG / 2u), e = 2u * (j % (WG / 2u));
-        if ((a.h16_mask & (1u << i)) == 0u || c0 + e >= D) continue;
-        const vec2 v = vec2(s_out[i * WG + e], s_out[i * WG + e + 1u]);
-        actu[a.h16_off + i * a.h16_stride + t * (D / 2u) + (c0 + e) / 2u] = half_pair(v);
+    if (live) {
+      shift_out4[(a.save_off + t * D + c) / 4u] = xn;
+      if (do_commit) {
+        [[unroll]] for (uint j = 0; j < 4; ++j) state[sb + a.commit_row + c + j] = p.commit[j];
       }
-      // Invocation tid writes quad tid % (WG / 4) of output tid / (WG / 4), and so on.
-      const uint quads = WG / 4u, qr = q8_row_floats(D);
-      for (uint j = tid; j < a.n_lerp * quads; j += WG) {
-        const uint i = j / quads, e = 4u * (j % quads), r0 = i * WG + (e & ~15u);
-        if ((a.q8_mask & (1u << i)) == 0u || c0 + e >= D) continue;
-        vec4 run[4];
-        [[unroll]] for (uint k = 0; k < 4; ++k) {
-          run[k] = vec4(s_out[r0 + 4 * k], s_out[r0 + 4 * k + 1], s_out[r0 + 4 * k + 2],
-                        s_out[r0 + 4 * k + 3]);
-        }
-        q8_store_quad(a.q8_off + i * a.q8_stride + t * qr, D, c0 + (e & ~15u), run, (e / 4u) & 3u);
-      }
-      barrier();  // before the next slice overwrites s_out
     }
   }
 }

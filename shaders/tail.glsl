@@ -12,8 +12,9 @@ layout(set = 0, binding = 1) coherent buffer ActC { float actc[]; };
 layout(set = 0, binding = 1) coherent readonly buffer ActC4 { vec4 actc4[]; };
 layout(set = 0, binding = 1) coherent buffer ActCU { uint actcu[]; };
 
-#define SHIFT_X(i) actc[i]
+#extension GL_KHR_shader_subgroup_shuffle : require
 #define SHIFT_X4(i) actc4[i]
+#define SHIFT_QUADS_ID 6
 #include "shift_row.glsl"
 
 shared bool s_tail_last;

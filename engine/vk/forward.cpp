@@ -225,7 +225,7 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
             {{model.head, slot_for(model.head, a_.embd, a_.logits, MmMode::kStore, a_.q_embd)}});
   const PipelineNeeds needs = pipeline_needs(model, kernels_);
   fuse_lora_ = needs.lora_ranks > 0;
-  kernels_.warm(needs.types, hp_.head_size, needs.lora_ranks);
+  kernels_.warm(needs.types, hp_.n_embd, hp_.head_size, needs.lora_ranks);
   // Decode dispatches of the last layer (it has every product).
   dispatches_per_layer_ = 3;  // two shifts and wkv; the rest are matrix products
   for (auto* gs : {&layers_.back().first, &layers_.back().second, &layers_.back().out,
@@ -385,7 +385,7 @@ Forward::PipelineNeeds Forward::pipeline_needs(const Rwkv7Model& model, const Ke
 void Forward::prepare_pipelines(Device& dev, Pipelines& pipes, const Rwkv7Model& model) {
   Kernels kernels(dev, pipes);
   const PipelineNeeds needs = pipeline_needs(model, kernels);
-  kernels.warm(needs.types, model.hparams().head_size, needs.lora_ranks);
+  kernels.warm(needs.types, model.hparams().n_embd, model.hparams().head_size, needs.lora_ranks);
 }
 
 std::vector<std::string> Forward::kernel_choices() const {

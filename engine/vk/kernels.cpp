@@ -114,7 +114,8 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
     max_row_groups_ = 4;
   }
   mt_min_t_ = env_u32("RWKVD_VK_MT_MIN_T", 9);
-  coopmat_ = dev.features().coopmat;
+  // (Their producers, the shifts, write the fp16 and int8 forms with shuffles.)
+  coopmat_ = dev.features().coopmat && dev.features().subgroup_shuffle;
   half_inputs_ = env_u32("RWKVD_VK_HALF_INPUTS", 1) != 0;
   mc_small_grid_ = env_u32("RWKVD_VK_MC_SMALL_GRID", 256);
   mc_rows_ = env_u32("RWKVD_VK_MC_ROWS", 0);      // 64 or 128 forces a tile height; 0: mc_rows()
@@ -167,7 +168,8 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   }
 }
 
-void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size, uint32_t lora_ranks) {
+void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t head_size,
+                   uint32_t lora_ranks) {
   std::vector<Pipelines::Key> keys;
   for (GgmlType t : types) {
     const std::string ts = weight_type_suffix(t);
@@ -196,7 +198,7 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size, uint32_t
       for (uint32_t tt = 1; tt <= mv_tokens(mv_max_t_, mv_tt_max_); tt *= 2) {
         keys.push_back(mv_key(t, tt));
         if (reads_q8(t, tt)) keys.push_back(mvq_key(t, tt));
-        if (reads_q8(t, tt) && tails_fit()) keys.push_back(mvq_key(t, tt, false, true));
+        if (reads_q8(t, tt) && tails_fit()) keys.push_back(mvq_key(t, tt, false, n_embd));
         if (writes_q8(t, 32, 16, tt)) keys.push_back(mvq_key(t, tt, true));
       }
     }
@@ -207,7 +209,7 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t head_size, uint32_t
     keys.push_back({"h16", {kH16Wg}});
     keys.push_back({"mc_sum", {kMcSumWg}});
   }
-  keys.push_back({subgroup_variant("shift"), {row_wg_}});
+  keys.push_back(shift_key(n_embd));
   keys.push_back({subgroup_variant("out_ln"), {row_wg_}});
   if (wkv_sg(head_size)) {
     keys.push_back(wkv_key(head_size, 1, false, 0));
@@ -252,23 +254,34 @@ Pipelines::Key Kernels::mv_key(GgmlType type, uint32_t tt) const {
 
 // mvq.comp stages nothing, so its workgroup is the one-token size for any number of tokens;
 // the variant that writes its output's int8 form takes 16 rows a workgroup (whole runs).
-Pipelines::Key Kernels::mvq_key(GgmlType type, uint32_t tt, bool qout, bool tail) const {
-  const uint32_t wg = qout ? mvq_qout_wg(tt) : tail ? row_wg_ : mvq_wg_;
+Pipelines::Key Kernels::mvq_key(GgmlType type, uint32_t tt, bool qout, uint32_t tail_d) const {
+  const uint32_t wg = qout ? mvq_qout_wg(tt) : tail_d > 0 ? row_wg_ : mvq_wg_;
   return {"mvq_" + weight_type_suffix(type),
-          {wg, tt, mvq_rows(tt), mvq_pieces_, qout ? 1u : 0u, tail ? 1u : 0u}};
+          {wg, tt, mvq_rows(tt), mvq_pieces_, qout ? 1u : 0u, tail_d > 0 ? 1u : 0u,
+           shift_quads(tail_d)}};
+}
+
+uint32_t Kernels::shift_quads(uint32_t D) const {
+  return std::max(1u, ceil_div(D / 4, row_wg_));
+}
+
+// The _sg variant needs shuffles (the int8 form's runs); the other writes neither form.
+Pipelines::Key Kernels::shift_key(uint32_t D) const {
+  return {dev_.features().subgroup_shuffle ? "shift_sg" : "shift", {row_wg_, shift_quads(D)}};
 }
 
 // The tail variant's workgroup is the shift's (so the shift's sums run in the same order) and
 // must hold whole row groups of mvq.comp's split of K.
 bool Kernels::tails_fit() const {
   const uint32_t sg = dev_.features().subgroup_size;
-  return shift_tail_ && dev_.features().subgroup_arith && row_wg_ % sg == 0 && row_wg_ % 16 == 0 &&
-         row_wg_ / sg >= mvq_wg_ / sg;
+  return shift_tail_ && dev_.features().subgroup_shuffle && row_wg_ % sg == 0 &&
+         row_wg_ % 16 == 0 && row_wg_ / sg >= mvq_wg_ / sg;
 }
 
 bool Kernels::takes_tail(GgmlType type, std::span<const MmSlot> slots, uint32_t T) const {
-  return tails_fit() && slots.size() == 1 && slots[0].K % 32 == 0 && slots[0].q8_off != kNoQ8 &&
-         slots[0].yq_off == kNoQ8 && reads_q8(type, T) && !few_on_coopmat(T);
+  return tails_fit() && slots.size() == 1 && slots[0].K % 32 == 0 && slots[0].N % 16 == 0 &&
+         slots[0].q8_off != kNoQ8 && slots[0].yq_off == kNoQ8 && reads_q8(type, T) &&
+         !few_on_coopmat(T);
 }
 
 uint32_t Kernels::mvq_qout_wg(uint32_t tokens) const {
@@ -296,7 +309,8 @@ bool Kernels::writes_q8(GgmlType type, uint32_t K, uint32_t N, uint32_t T) const
 }
 
 bool Kernels::reads_q8(GgmlType type, uint32_t T) const {
-  return dev_.features().int_dot && mv_max_t_ > 0 && T <= mv_max_t_ && has_int8_product(type);
+  return dev_.features().int_dot && dev_.features().subgroup_shuffle && mv_max_t_ > 0 &&
+         T <= mv_max_t_ && has_int8_product(type);
 }
 
 void Kernels::quantize_q8(VkCommandBuffer cb, VkDescriptorSet set, uint32_t K, uint32_t T,
@@ -584,7 +598,8 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       pc.ksplit = mvq_ksplit(k_min);
     }
     // (takes_tail() holds for nothing else.)
-    const Pipelines::Key key = q8 ? mvq_key(type, tt, qout, tail != kNoTail) : mv_key(type, tt);
+    const Pipelines::Key key =
+        q8 ? mvq_key(type, tt, qout, tail != kNoTail ? slots[0].N : 0) : mv_key(type, tt);
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
     const uint32_t rows = key.second[0] / dev_.features().subgroup_size / pc.ksplit *
                           (q8 ? mvq_rows(tt) : mv_rows(tt));
@@ -655,9 +670,13 @@ void Kernels::shift(VkCommandBuffer cb, VkDescriptorSet set, const ShiftArgs& a,
   if (a.q8_mask != 0 && (a.D % 16 != 0 || row_wg_ % 16 != 0)) {
     throw EngineError("vk shift: the int8 form needs D and the workgroup in runs of 16");
   }
-  if (a.h16_mask != 0 && a.D % 2 != 0) throw EngineError("vk shift: the fp16 form needs D even");
-  bind(cb, set, pipes_.get(subgroup_variant("shift"), {row_wg_}), &a, sizeof(a));
-  vkCmdDispatch(cb, T, row_slices_ ? ceil_div(a.D, row_wg_) : 1, 1);
+  if (a.D % 4 != 0) throw EngineError("vk shift: D must be a multiple of 4");
+  if ((a.q8_mask != 0 || a.h16_mask != 0) && !dev_.features().subgroup_shuffle) {
+    throw EngineError("vk shift: the int8 and fp16 forms need subgroup shuffles");
+  }
+  const Pipelines::Key key = shift_key(a.D);
+  bind(cb, set, pipes_.get(key.first, key.second), &a, sizeof(a));
+  vkCmdDispatch(cb, T, row_slices_ ? shift_quads(a.D) : 1, 1);
 }
 
 void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& a, uint32_t n_head,

@@ -90,7 +90,8 @@ class Kernels {
 
   // Creates every pipeline the model's types need now, so that a forward never compiles;
   // lora_ranks: the LoRA ranks' sum where wkv will do the LoRA up products (0: it will not).
-  void warm(std::span<const GgmlType> types, uint32_t head_size, uint32_t lora_ranks);
+  void warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t head_size,
+            uint32_t lora_ranks);
 
   // y = W x for 1..4 weights of `type`, T tokens. tail: the meta word offset of a shift's
   // record (ShiftArgs, then the act offset of a zeroed counter word) that the dispatch's last
@@ -177,9 +178,13 @@ class Kernels {
   uint32_t mv_wg(uint32_t tokens) const;
   Pipelines::Key mv_key(GgmlType type, uint32_t tokens) const;  // mv.comp's pipeline for a type
   // mvq.comp's; qout: the variant that also writes its output's int8 form (workgroups of 16 rows);
-  // tail: the variant that may run a shift after it (workgroups of row_wg_).
+  // tail_d > 0: the variant that may run a shift of rows of tail_d after it (workgroups of
+  // row_wg_).
   Pipelines::Key mvq_key(GgmlType type, uint32_t tokens, bool qout = false,
-                         bool tail = false) const;
+                         uint32_t tail_d = 0) const;
+  // shift_row.glsl's quads a lane for rows of D, and shift.comp's pipeline.
+  uint32_t shift_quads(uint32_t D) const;
+  Pipelines::Key shift_key(uint32_t D) const;
   uint32_t mvq_qout_wg(uint32_t tokens) const;
   bool tails_fit() const;  // mvq.comp's tail variant can run here (see mvq_key())
   // mc.comp's pipeline for a tile of `rows` (64 or 128) rows by `tokens` (64 or 32) tokens.

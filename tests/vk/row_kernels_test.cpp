@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "engine/error.h"
 #include "tests/vk/q8_check.h"
 #include "tests/vk/vk_harness.h"
 
@@ -62,7 +63,7 @@ TEST(VkRowKernels, EmbedIsRowThenLayerNorm) {
 namespace rwkvd::test {
 namespace {
 
-void check_shift();
+void check_shift(bool forms);
 
 // Two sequences (slots 1 and 0) of 3 and 2 tokens: LayerNorm, token shift from the slot's row
 // at each sequence's first position and from the previous token after, six lerps, the saved
@@ -70,13 +71,15 @@ void check_shift();
 TEST(VkRowKernels, ShiftNormsShiftsLerpsAndCommits) {
   // One workgroup per token (CPU devices) and a token's channels spread over several (GPUs);
   // LayerNorm sums through subgroups (shift_sg) and through the workgroup tree (no subgroups).
+  // Only shift_sg writes the int8 and fp16 forms (their runs gather by shuffles): the products
+  // that read them need subgroups anyway.
   for (const bool subgroups : {true, false}) {
     for (const char* slices : {"0", "1"}) {
       SCOPED_TRACE(std::string("RWKVD_VK_ROW_SLICES=") + slices +
                    (subgroups ? ", subgroups" : ", no subgroups"));
       setenv("RWKVD_VK_ROW_SLICES", slices, 1);
       if (!subgroups) setenv("RWKVD_VK_NO_SUBGROUP", "1", 1);
-      check_shift();
+      check_shift(subgroups);
       unsetenv("RWKVD_VK_ROW_SLICES");
       unsetenv("RWKVD_VK_NO_SUBGROUP");
       if (HasFatalFailure()) return;
@@ -84,7 +87,7 @@ TEST(VkRowKernels, ShiftNormsShiftsLerpsAndCommits) {
   }
 }
 
-void check_shift() {
+void check_shift(bool forms) {
   VkRig rig;
   const uint64_t errors = Device::validation_errors();
   const uint32_t D = 96, T = 5, slot_floats = 4 * D, state_row = D, commit_row = 3 * D;
@@ -110,10 +113,11 @@ void check_shift() {
   // the outputs 6 x [T][q8_row_floats(D)] (outputs 0, 2 and 3 asked for, as for r, k, v)
   const uint32_t x_off = 0, out_off = T * D, save_off = 7 * T * D, src_off = 8 * T * D;
   const uint32_t q8_off = 9 * T * D, q8_stride = T * engine::vk::q8_row_floats(D);
-  const uint32_t q8_mask = 0b1101;
+  const uint32_t q8_mask = forms ? 0b1101 : 0;
   // ... then the fp16 forms (h16.comp's) of outputs 1 and 5, 6 x [T][D / 2] words, and room
   // for h16.comp's own of the same outputs.
-  const uint32_t h16_off = q8_off + 6 * q8_stride, h16_stride = T * D / 2, h16_mask = 0b100010;
+  const uint32_t h16_off = q8_off + 6 * q8_stride, h16_stride = T * D / 2,
+                 h16_mask = forms ? 0b100010 : 0;
   const uint32_t ref_off = h16_off + 6 * h16_stride;
   const std::vector<float> act0 = random_floats(9 * T * D, 6, -2, 2);
   rig.make(rig.act, ref_off + 6 * h16_stride);
@@ -124,6 +128,11 @@ void check_shift() {
                                 src_off,   commit_row, 4 * T,   1e-5f,     q8_mask,     q8_off,
                                 q8_stride, h16_mask,   h16_off, h16_stride};
   rig.run([&](VkCommandBuffer cb) { rig.kernels->shift(cb, set, a, T); });
+  if (!forms) {  // and the variant without subgroups refuses to write them
+    engine::vk::ShiftArgs b = a;
+    b.q8_mask = 0b1;
+    EXPECT_THROW(rig.kernels->shift(VK_NULL_HANDLE, set, b, T), engine::EngineError);
+  }
   const float* act = rig.ptr<float>(rig.act);
   const float* st = rig.ptr<float>(rig.state);
   for (uint32_t s = 0; s < 2; ++s) {
