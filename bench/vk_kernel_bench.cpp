@@ -157,6 +157,41 @@ void BM_EmptyDispatch(benchmark::State& state) {
 }
 BENCHMARK(BM_EmptyDispatch)->ArgName("barrier")->Arg(1)->Arg(0)->UseManualTime()->Iterations(10);
 
+// The time-mix shift (shift.comp) of T tokens at the 2.9B width (D 2560): LayerNorm, token shift
+// from the state (every token at its sequence's first position, as in decode), six lerps, the
+// int8 forms of three of them (r, k, v), the commit of a saved row. At one token the kernel is a
+// chain of memory latencies and barriers, not bytes.
+void BM_Shift(benchmark::State& state) {
+  constexpr uint32_t D = 2560;
+  const auto T = static_cast<uint32_t>(state.range(0));
+  Gpu& g = gpu();
+  const uint32_t q8_stride = T * q8_row_floats(D), q8_off = 8 * T * D;
+  Buffer act(g.dev, (uint64_t{q8_off} + 6 * q8_stride) * 4, MemKind::kDevice);
+  Buffer vecs(g.dev, 8 * D * 4, MemKind::kDevice), st(g.dev, 4 * D * 4, MemKind::kDevice);
+  Buffer meta(g.dev, 4096, MemKind::kDevice);  // zeros: every token sequence 0's first, slot 0
+  g.cmds.run_now([&](VkCommandBuffer cb) {
+    for (Buffer* b : {&act, &vecs, &st, &meta})
+      vkCmdFillBuffer(cb, b->handle(), 0, VK_WHOLE_SIZE, 0);
+  });
+  DescriptorSets pool(g.dev, g.pipes.set_layout(), 1);
+  SetBindings b;
+  b.meta = {meta.handle(), 0, VK_WHOLE_SIZE};
+  b.act = {act.handle(), 0, VK_WHOLE_SIZE};
+  b.vecs = {vecs.handle(), 0, VK_WHOLE_SIZE};
+  b.state = {st.handle(), 0, VK_WHOLE_SIZE};
+  for (auto& w : b.weights) w = b.vecs;
+  const VkDescriptorSet set = pool.make(b);
+  const ShiftArgs a{D,     6, 0,         T * D, T * D, 7 * T * D, 0,       D,      2 * D,    0,
+                    4 * D, 1, 7 * T * D, 2 * D, 4 * T, 1e-5f,     0b1101u, q8_off, q8_stride};
+  double per = 0;
+  for (auto _ : state) {
+    per = g.time([&](VkCommandBuffer cb, uint32_t) { g.kernels.shift(cb, set, a, T); }, true);
+    state.SetIterationTime(per);
+  }
+  state.counters["us"] = per * 1e6;
+}
+BENCHMARK(BM_Shift)->ArgName("T")->Arg(1)->Arg(4)->Arg(16)->UseManualTime()->Iterations(10);
+
 // Two products of one step of the forward with no barrier between them, a barrier after both:
 // whether the GPU runs two dispatches at once (then the pair costs about the longer of the two)
 // or one after the other (their sum). The 2.9B decode step before wkv at one token: the LoRA

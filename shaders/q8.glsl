@@ -13,19 +13,24 @@
 // Floats a row's q8 form takes (its rows are this far apart).
 uint q8_row_floats(uint K) { return K / 4u + K / 8u; }
 
-// Writes quad `quad` (elements 4 quad .. 4 quad + 3) of the run of 16 values `run` that starts
-// at element e0 of the q8 row at float offset q_row (of K elements); quad 0 also writes the run's
-// (d, s). The four invocations of a run each call this with the same run.
-void q8_store_quad(uint q_row, uint K, uint e0, vec4 run[4], uint quad) {
-  vec4 m = max(max(abs(run[0]), abs(run[1])), max(abs(run[2]), abs(run[3])));
-  const float amax = max(max(m.x, m.y), max(m.z, m.w));
+// Writes quad `quad` (elements 4 quad .. 4 quad + 3, values v) of the run of 16 values that starts
+// at element e0 of the q8 row at float offset q_row (of K elements): amax is the run's largest
+// |x|; quad 0 also writes the run's (d, s), sum being s.
+void q8_store(uint q_row, uint K, uint e0, vec4 v, float amax, float sum, uint quad) {
   const float d = amax / 127.0, inv = amax > 0.0 ? 127.0 / amax : 0.0;
-  const uvec4 q = uvec4(clamp(ivec4(roundEven(run[quad] * inv)), ivec4(-127), ivec4(127))) & 0xffu;
+  const uvec4 q = uvec4(clamp(ivec4(roundEven(v * inv)), ivec4(-127), ivec4(127))) & 0xffu;
   actu[q_row + e0 / 4u + quad] = q.x | (q.y << 8) | (q.z << 16) | (q.w << 24);
   if (quad == 0u) {
-    const vec4 s4 = run[0] + run[1] + run[2] + run[3];
     act[q_row + K / 4u + e0 / 8u] = d;
-    act[q_row + K / 4u + e0 / 8u + 1u] = (s4.x + s4.y) + (s4.z + s4.w);
+    act[q_row + K / 4u + e0 / 8u + 1u] = sum;
   }
+}
+
+// The same from the whole run: the four invocations of a run each call this with the same run.
+void q8_store_quad(uint q_row, uint K, uint e0, vec4 run[4], uint quad) {
+  const vec4 m = max(max(abs(run[0]), abs(run[1])), max(abs(run[2]), abs(run[3])));
+  const vec4 s4 = run[0] + run[1] + run[2] + run[3];
+  q8_store(q_row, K, e0, run[quad], max(max(m.x, m.y), max(m.z, m.w)),
+           (s4.x + s4.y) + (s4.z + s4.w), quad);
 }
 #endif

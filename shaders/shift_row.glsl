@@ -67,26 +67,28 @@ Quad load_quad(ShiftParams a, uint q, uint t, uint sb, bool first, bool do_commi
 
 #ifdef USE_SUBGROUP
 // The int8 form (q8.glsl) of quad `quad` (0..3) of a run of 16 values whose four quads the four
-// consecutive invocations of this one's group of four hold (v: this one's): q8_store_quad's
-// numbers, the run gathered by shuffles instead of shared memory. Every invocation of the group
-// must call it, in uniform control flow; `live` says whether this one stores.
-void q8_store_quad_sg(uint q_row, uint K, uint e0, vec4 v, uint quad, bool live) {
-  const vec4 r[4] = {v, subgroupShuffleXor(v, 1u), subgroupShuffleXor(v, 2u),
-                     subgroupShuffleXor(v, 3u)};  // by distance from this invocation
-  vec4 run[4];
-  [[unroll]] for (uint m = 0; m < 4; ++m) {
-    const uint d = quad ^ m;  // run[m]'s holder, as a distance: selects keep all in registers
-    run[m] = d == 0u ? r[0] : d == 1u ? r[1] : d == 2u ? r[2] : r[3];
+// consecutive invocations of this one's group of four hold (v: this one's), gathered by shuffles
+// (q8_store_quad's numbers: for quad 0 the shuffles' order by distance is the run's order).
+// Every invocation of the group must call it, in uniform control flow; live: whether it stores.
+void q8_store_sg(uint q_row, uint K, uint e0, vec4 v, uint quad, bool live) {
+  const vec4 r1 = subgroupShuffleXor(v, 1u), r2 = subgroupShuffleXor(v, 2u),
+             r3 = subgroupShuffleXor(v, 3u);
+  const vec4 m = max(max(abs(v), abs(r1)), max(abs(r2), abs(r3)));
+  const vec4 s4 = v + r1 + r2 + r3;  // only quad 0's is used
+  if (live) {
+    q8_store(q_row, K, e0, v, max(max(m.x, m.y), max(m.z, m.w)), (s4.x + s4.y) + (s4.z + s4.w),
+             quad);
   }
-  if (live) q8_store_quad(q_row, K, e0, run, quad);
 }
 #endif
 
 // Token t's outputs for the quads q = tid + k * WG with k = slice, slice + slices, ..: every
 // workgroup computes the token's LayerNorm statistics over the whole row (a few KB, held in
-// registers: x is read once), each lane's first output quad's parameters loaded before them so
+// registers: x is read once), this lane's first output quad's parameters loaded before them so
 // that the memory latencies overlap (at one decoded token this is a chain of such latencies).
-// Every invocation of the workgroup must call it (barriers, shuffles).
+// The loop over output quads stays rolled: the kernel runs once per token and layer, and an
+// unrolled one (90-120 KB of code on the H200) spent more time fetching its instructions than
+// computing. Every invocation of the workgroup must call it (barriers, shuffles).
 void shift_token(ShiftParams a, uint t, uint slice, uint slices) {
   const uint tid = gl_LocalInvocationID.x;
   const uint D = a.D, nq = D / 4u, seq = meta[4 * t + 1], pos = meta[4 * t + 2];
@@ -125,15 +127,20 @@ void shift_token(ShiftParams a, uint t, uint slice, uint slices) {
   v2 = wg_sum4(v2) / float(D);
   const float rs = inversesqrt(v2.x + a.eps), rsp = inversesqrt(v2.y + a.eps);
   const uint qr = q8_row_floats(D);
-  [[unroll]] for (uint k = 0; k < kShiftQuads; ++k) {
-    const uint q = tid + k * WG;
-    if (k < slice || (k - slice) % slices != 0u || k * WG >= nq) continue;  // uniform
+  [[dont_unroll]] for (uint k = slice; k < kShiftQuads && k * WG < nq; k += slices) {
+    const uint q = tid + k * WG, c = 4u * q;
     const bool live = q < nq;
-    if (live && q != q_first) p = load_quad(a, q, t, sb, first, do_commit);
-    const vec4 xn = (xv[k] - mu) * rs * p.nw + p.nb;
-    const vec4 prev = first ? p.prev : (pv[k] - mup) * rsp * p.nw + p.nb;
+    if (live && k != slice) p = load_quad(a, q, t, sb, first, do_commit);
+    vec4 x = xv[0], px = pv[0];  // element k, by selects (an indexed array would go to memory)
+    [[unroll]] for (uint j = 1; j < kShiftQuads; ++j) {
+      if (k == j) {
+        x = xv[j];
+        px = pv[j];
+      }
+    }
+    const vec4 xn = (x - mu) * rs * p.nw + p.nb;
+    const vec4 prev = first ? p.prev : (px - mup) * rsp * p.nw + p.nb;
     const vec4 dx = prev - xn;
-    const uint c = 4u * q;
     [[unroll]] for (uint i = 0; i < 6; ++i) {
       if (i >= a.n_lerp) break;
       const vec4 v = xn + dx * p.lerp[i];
@@ -147,7 +154,7 @@ void shift_token(ShiftParams a, uint t, uint slice, uint slices) {
         actu[h + 1u] = half_pair(v.zw);
       }
       if ((a.q8_mask & (1u << i)) != 0u) {
-        q8_store_quad_sg(a.q8_off + i * a.q8_stride + t * qr, D, c & ~15u, v, q & 3u, live);
+        q8_store_sg(a.q8_off + i * a.q8_stride + t * qr, D, c & ~15u, v, q & 3u, live);
       }
 #endif
     }

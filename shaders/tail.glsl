@@ -14,19 +14,13 @@ layout(set = 0, binding = 1) coherent buffer ActCU { uint actcu[]; };
 
 #extension GL_KHR_shader_subgroup_shuffle : require
 #define SHIFT_X4(i) actc4[i]
-#define SHIFT_QUADS_ID 6
+#define SHIFT_QUADS_ID 5
 #include "shift_row.glsl"
 
 shared bool s_tail_last;
 
 // y[yo] = v where a tail may read it.
-void store_y(uint yo, float v) {
-  if (TAIL) {
-    actc[yo] = v;
-  } else {
-    act[yo] = v;
-  }
-}
+void store_y(uint yo, float v) { actc[yo] = v; }
 
 ShiftParams tail_params(uint at) {
   ShiftParams a;
@@ -56,7 +50,7 @@ ShiftParams tail_params(uint at) {
 }
 
 void product_tail() {
-  if (!TAIL || pc.tail == ~0u) return;  // uniform
+  if (pc.tail == ~0u) return;  // uniform
   memoryBarrierBuffer();  // this invocation's outputs before the count
   barrier();              // every invocation's
   const uint counter = meta[pc.tail + kShiftParamWords];

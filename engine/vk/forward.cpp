@@ -591,7 +591,17 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
     Kernels::compute_barrier(cb);
   }
   if (tm.h16_mask == 0) record_half(cb, p.first, s.T, prof);
-  record_mm(cb, p.first, s.T, prof);
+  // $RWKVD_VK_LORA_BARRIER=1: a barrier between the LoRA down and r, k, v dispatches (which
+  // otherwise run side by side), for comparisons.
+  static const bool lora_barrier = std::getenv("RWKVD_VK_LORA_BARRIER") != nullptr;
+  if (lora_barrier) {
+    for (const MmGroup& g : p.first) {
+      record_mm(cb, {g}, s.T, prof);
+      Kernels::compute_barrier(cb);
+    }
+  } else {
+    record_mm(cb, p.first, s.T, prof);
+  }
   Kernels::compute_barrier(cb);
   const bool fuse_lora = fuse_lora_ && s.T <= kFusedLoraMaxT && s.B <= kFusedLoraMaxB;
   if (!fuse_lora) {

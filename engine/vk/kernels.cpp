@@ -255,10 +255,12 @@ Pipelines::Key Kernels::mv_key(GgmlType type, uint32_t tt) const {
 // mvq.comp stages nothing, so its workgroup is the one-token size for any number of tokens;
 // the variant that writes its output's int8 form takes 16 rows a workgroup (whole runs).
 Pipelines::Key Kernels::mvq_key(GgmlType type, uint32_t tt, bool qout, uint32_t tail_d) const {
-  const uint32_t wg = qout ? mvq_qout_wg(tt) : tail_d > 0 ? row_wg_ : mvq_wg_;
+  if (tail_d > 0) {
+    return {"mvq_" + weight_type_suffix(type) + "_tail",
+            {row_wg_, tt, mvq_rows(tt), mvq_pieces_, 0u, shift_quads(tail_d)}};
+  }
   return {"mvq_" + weight_type_suffix(type),
-          {wg, tt, mvq_rows(tt), mvq_pieces_, qout ? 1u : 0u, tail_d > 0 ? 1u : 0u,
-           shift_quads(tail_d)}};
+          {qout ? mvq_qout_wg(tt) : mvq_wg_, tt, mvq_rows(tt), mvq_pieces_, qout ? 1u : 0u}};
 }
 
 uint32_t Kernels::shift_quads(uint32_t D) const {
