@@ -167,7 +167,7 @@ void main() {
       const uint c = tt * kCStride + e % BM;
       const float y = uintBitsToFloat(smem[c / 4u][c % 4u]) / kInScale;
       if (pc.ksplit > 1u) {
-        act[part_o + t * part_stride() + o] = y;
+        act[part_o + t * pc.part_width + o] = y;
       } else {
         const uint yo = pc.y_off[s] + t * N + o;
         act[yo] = epilogue(s, yo, y);

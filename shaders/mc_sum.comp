@@ -13,7 +13,7 @@ void main() {
   const uint s = gl_WorkGroupID.y, N = pc.N[s], i = gl_GlobalInvocationID.x;
   if (i >= pc.T * N) return;
   const uint t = i / N, o = i % N;
-  const uint p = part_row(s, 0u) + t * part_stride() + o;
+  const uint p = part_row(s, 0u) + t * pc.part_width + o;
   float y = 0.0;
   for (uint k = 0; k < pc.ksplit; ++k) y += act[p + k * N];
   const uint yo = pc.y_off[s] + t * N + o;

@@ -129,7 +129,7 @@ void main() {
       y += uintBitsToFloat(uvec2(smem[c / 4u][c % 4u], smem[c / 4u][c % 4u + 1u]));
     }
     if (pc.ksplit > 1u) {  // partial sums, for mc_sum.comp
-      const uint po = part_row(s, part) + (t0 + tt) * part_stride() + o;
+      const uint po = part_row(s, part) + (t0 + tt) * pc.part_width + o;
       act[po] = y.x / kInScale;
       if (o + 1u < N) act[po + 1u] = y.y / kInScale;
       continue;

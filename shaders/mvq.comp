@@ -8,10 +8,6 @@
 // mv.comp spends ~110 instructions unpacking each 32-weight piece to floats and reads 4 bytes of
 // input per weight; here the piece costs ~30 and the input 1.25 bytes.
 #extension GL_KHR_shader_subgroup_arithmetic : require
-#ifdef MVQ_TAIL
-// The subgroup reductions of common.glsl, as shift_sg: a tail's shift sums in the same order.
-#define USE_SUBGROUP
-#endif
 #include "common.glsl"
 #include "quant.glsl"
 #include "piece.glsl"
@@ -36,16 +32,8 @@ shared float s_q[QOUT ? TT * 64u : 1u];  // the workgroup's outputs [token][row]
 // subgroup adds the parts in order (the same order for any T: the split depends on the shape).
 // A long row otherwise leaves few subgroups each waiting out many steps' loads (K = 10240).
 shared float s_ks[256];
+
 #include "product.glsl"
-#ifdef MVQ_TAIL
-// The variant whose last workgroup may run the next shift (tail.glsl, pc.tail); its workgroup is
-// the shift's (Kernels::row_wg_), so the shift sums in the same order. A variant of its own: the
-// shift's registers and shared memory stay out of the other products.
-#include "tail.glsl"
-#else
-void store_y(uint yo, float v) { act[yo] = v; }
-void product_tail() {}
-#endif
 
 void main() {
   const uint s = gl_WorkGroupID.z;
@@ -111,7 +99,7 @@ void main() {
       if (part == 0u && lane == i % gl_SubgroupSize && o0 + r < N && t < nt) {
         const uint yo = pc.y_off[s] + (t0 + t) * N + o0 + r;
         const float y = epilogue(s, yo, acc[i]);
-        store_y(yo, y);
+        act[yo] = y;
         if (QOUT) s_q[t * rows_per_wg + rg * R + r] = y;
       }
     }
@@ -130,5 +118,4 @@ void main() {
       barrier();  // before the next rows overwrite s_q
     }
   }
-  product_tail();
 }

@@ -12,17 +12,13 @@ layout(push_constant) uniform PC {
   uvec4 yq_off;
   uint T;
   // mc.comp split-K (Kernels::mc_split): ksplit workgroups share a tile, each summing 1 / ksplit
-  // of K into partial sums at part_off (token t at t * part_stride(): per slot s, ksplit rows of
+  // of K into partial sums at part_off (token t at t * part_width: per slot s, ksplit rows of
   // N[s], slots one after another), which mc_sum.comp adds and passes through the epilogue.
   uint ksplit;
   uint part_off;
-  // mvq.comp: the shift its last workgroup runs (tail.glsl), ~0u none.
-  uint tail;
+  uint part_width;
 }
 pc;
-
-// Floats of one token's partial sums (split-K): every slot's ksplit rows (unused slots have N 0).
-uint part_stride() { return pc.ksplit * (pc.N.x + pc.N.y + pc.N.z + pc.N.w); }
 
 // act offset of part `part`'s partial sums of slot s at token 0 (split-K, pc.ksplit > 1).
 uint part_row(uint s, uint part) {

@@ -1,5 +1,3 @@
-#ifndef RWKVD_Q8_GLSL
-#define RWKVD_Q8_GLSL
 // The int8 ("q8") form of an activation row, which the K-quant decode product (mvq.comp) reads
 // instead of floats: 4x fewer bytes per input and four products per instruction (OpSDot).
 // A row of K floats (K a multiple of 32) becomes, at a float offset of the act buffer:
@@ -33,4 +31,3 @@ void q8_store_quad(uint q_row, uint K, uint e0, vec4 run[4], uint quad) {
   q8_store(q_row, K, e0, run[quad], max(max(m.x, m.y), max(m.z, m.w)),
            (s4.x + s4.y) + (s4.z + s4.w), quad);
 }
-#endif

@@ -1,17 +1,175 @@
 #version 450
-// The shift (shift_row.glsl) as its own dispatch. Grid (T, slices): a single decoded token still
-// spreads over D / 4 / WG workgroups, a quad of channels a lane (the host picks the number of
-// slices: one on CPU devices, where workgroups are expensive).
+// The front of both mixes for one token: xn = LayerNorm(x[t]); prev = the previous token's xn
+// (recomputed here from x[t-1]) or, at a sequence's first position, the shift row of its state
+// slot; out_i = xn + (prev - xn) * lerp_i for n_lerp lerps (6 for time mix, 1 for channel mix).
+// xn is saved so that a later dispatch can store the last token's into the state: this one
+// cannot, other workgroups of the same sequence still read the old row. That later dispatch
+// is the next shift (or out_ln), which commits the previous shift's save ("commit" fields).
+// Grid (T, slices): a single decoded token still spreads over D / 4 / WG workgroups, a quad of
+// channels a lane (the host picks the number of slices: one on CPU devices, where workgroups are
+// expensive).
 #include "common.glsl"
-
-layout(local_size_x_id = 0) in;
-
+#include "q8.glsl"
 #ifdef USE_SUBGROUP
 #extension GL_KHR_shader_subgroup_shuffle : require
 #endif
-#define SHIFT_X4(i) act4[i]
-#define SHIFT_QUADS_ID 1
-#include "shift_row.glsl"
+
+layout(local_size_x_id = 0) in;
+
+struct ShiftParams {
+  uint D;
+  uint n_lerp;
+  uint x_off;       // act: x [T][D]
+  uint out_off;     // act: out_i at out_off + i * out_stride, [T][D]
+  uint out_stride;
+  uint save_off;    // act: xn [T][D]
+  uint norm_w;      // vecs
+  uint norm_b;
+  uint lerp_off;    // vecs: n_lerp rows of D
+  uint state_row;   // float offset within a slot of the shift row read at position 0
+  uint slot_floats;
+  uint commit;      // 1: store commit_src[last token] into commit_row of the slot
+  uint commit_src;
+  uint commit_row;
+  uint meta_seq;
+  float eps;
+  uint q8_mask;    // bit i: out_i's int8 form (q8.glsl) too, for a product that reads it
+  uint q8_off;     // act: out_i's int8 form at q8_off + i * q8_stride, [T] rows
+  uint q8_stride;
+  uint h16_mask;   // bit i: out_i's fp16 form too (h16.comp's), for a tensor-core product
+  uint h16_off;    // act: out_i's fp16 form at h16_off + i * h16_stride, [T][D / 2] words
+  uint h16_stride;
+};
+
+// The outputs as 16-byte words (their regions and rows start at multiples of 4 floats).
+layout(set = 0, binding = 1) writeonly buffer ShiftOut4 { vec4 shift_out4[]; };
+
+// Quads (4 channels) of a row a lane holds: D / 4 / WG rounded up (Kernels::shift_quads()).
+layout(constant_id = 1) const uint kShiftQuads = 3;
+
+// What quad q (channels 4q .. 4q + 3) of token t needs besides x: norm weight and bias, the shift
+// row (the sequence's first position), the values to commit, the lerps.
+struct Quad {
+  vec4 nw, nb, prev, commit, lerp[6];
+};
+
+vec4 vecs_quad(uint at) { return vec4(vecs[at], vecs[at + 1], vecs[at + 2], vecs[at + 3]); }
+vec4 state_quad(uint at) { return vec4(state[at], state[at + 1], state[at + 2], state[at + 3]); }
+
+Quad load_quad(ShiftParams a, uint q, uint t, uint sb, bool first, bool do_commit) {
+  const uint c = 4u * q;
+  Quad p;
+  p.nw = vecs_quad(a.norm_w + c);
+  p.nb = vecs_quad(a.norm_b + c);
+  p.prev = first ? state_quad(sb + a.state_row + c) : vec4(0);
+  p.commit = do_commit ? act4[(a.commit_src + t * a.D + c) / 4u] : vec4(0);
+  [[unroll]] for (uint i = 0; i < 6; ++i) {
+    p.lerp[i] = i < a.n_lerp ? vecs_quad(a.lerp_off + i * a.D + c) : vec4(0);
+  }
+  return p;
+}
+
+#ifdef USE_SUBGROUP
+// The int8 form (q8.glsl) of quad `quad` (0..3) of a run of 16 values whose four quads the four
+// consecutive invocations of this one's group of four hold (v: this one's), gathered by shuffles
+// (q8_store_quad's numbers: for quad 0 the shuffles' order by distance is the run's order).
+// Every invocation of the group must call it, in uniform control flow; live: whether it stores.
+void q8_store_sg(uint q_row, uint K, uint e0, vec4 v, uint quad, bool live) {
+  const vec4 r1 = subgroupShuffleXor(v, 1u), r2 = subgroupShuffleXor(v, 2u),
+             r3 = subgroupShuffleXor(v, 3u);
+  const vec4 m = max(max(abs(v), abs(r1)), max(abs(r2), abs(r3)));
+  const vec4 s4 = v + r1 + r2 + r3;  // only quad 0's is used
+  if (live) {
+    q8_store(q_row, K, e0, v, max(max(m.x, m.y), max(m.z, m.w)), (s4.x + s4.y) + (s4.z + s4.w),
+             quad);
+  }
+}
+#endif
+
+// Token t's outputs for the quads q = tid + k * WG with k = slice, slice + slices, ..: every
+// workgroup computes the token's LayerNorm statistics over the whole row (a few KB, held in
+// registers: x is read once), this lane's first output quad's parameters loaded before them so
+// that the memory latencies overlap (at one decoded token this is a chain of such latencies).
+// The loop over output quads stays rolled: the kernel runs once per token and layer, and an
+// unrolled one (90-120 KB of code on the H200) spent more time fetching its instructions than
+// computing. Every invocation of the workgroup must call it (barriers, shuffles).
+void shift_token(ShiftParams a, uint t, uint slice, uint slices) {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint D = a.D, nq = D / 4u, seq = meta[4 * t + 1], pos = meta[4 * t + 2];
+  const uint slot = meta[a.meta_seq + 4 * seq], n = meta[a.meta_seq + 4 * seq + 2];
+  const bool first = pos == 0;
+  const uint xo = a.x_off + t * D, po = xo - D;  // po is only read when !first
+  const uint sb = slot * a.slot_floats;
+  const bool do_commit = a.commit != 0 && pos + 1 == n;
+  vec4 xv[kShiftQuads], pv[kShiftQuads];
+  [[unroll]] for (uint k = 0; k < kShiftQuads; ++k) {
+    const uint q = tid + k * WG;
+    xv[k] = q < nq ? act4[xo / 4u + q] : vec4(0);
+    pv[k] = q < nq && !first ? act4[po / 4u + q] : vec4(0);
+  }
+  const uint q_first = tid + slice * WG;
+  Quad p;
+  if (q_first < nq) p = load_quad(a, q_first, t, sb, first, do_commit);
+  vec4 s = vec4(0);
+  [[unroll]] for (uint k = 0; k < kShiftQuads; ++k) {
+    s.x += dot(xv[k], vec4(1));  // zero past the row
+    if (!first) s.y += dot(pv[k], vec4(1));
+  }
+  s = wg_sum4(s) / float(D);
+  const float mu = s.x, mup = s.y;
+  vec4 v2 = vec4(0);
+  [[unroll]] for (uint k = 0; k < kShiftQuads; ++k) {
+    if (tid + k * WG < nq) {
+      const vec4 d = xv[k] - mu;
+      v2.x += dot(d, d);
+      if (!first) {
+        const vec4 e = pv[k] - mup;
+        v2.y += dot(e, e);
+      }
+    }
+  }
+  v2 = wg_sum4(v2) / float(D);
+  const float rs = inversesqrt(v2.x + a.eps), rsp = inversesqrt(v2.y + a.eps);
+  const uint qr = q8_row_floats(D);
+  [[dont_unroll]] for (uint k = slice; k < kShiftQuads && k * WG < nq; k += slices) {
+    const uint q = tid + k * WG, c = 4u * q;
+    const bool live = q < nq;
+    if (live && k != slice) p = load_quad(a, q, t, sb, first, do_commit);
+    vec4 x = xv[0], px = pv[0];  // element k, by selects (an indexed array would go to memory)
+    [[unroll]] for (uint j = 1; j < kShiftQuads; ++j) {
+      if (k == j) {
+        x = xv[j];
+        px = pv[j];
+      }
+    }
+    const vec4 xn = (x - mu) * rs * p.nw + p.nb;
+    const vec4 prev = first ? p.prev : (px - mup) * rsp * p.nw + p.nb;
+    const vec4 dx = prev - xn;
+    [[unroll]] for (uint i = 0; i < 6; ++i) {
+      if (i >= a.n_lerp) break;
+      const vec4 v = xn + dx * p.lerp[i];
+      if (live) shift_out4[(a.out_off + i * a.out_stride + t * D + c) / 4u] = v;
+#ifdef USE_SUBGROUP
+      // Their fp16 form (h16.comp's halves, which then need not run for these outputs) and
+      // int8 form.
+      if (live && (a.h16_mask & (1u << i)) != 0u) {
+        const uint h = a.h16_off + i * a.h16_stride + t * (D / 2u) + c / 2u;
+        actu[h] = half_pair(v.xy);
+        actu[h + 1u] = half_pair(v.zw);
+      }
+      if ((a.q8_mask & (1u << i)) != 0u) {
+        q8_store_sg(a.q8_off + i * a.q8_stride + t * qr, D, c & ~15u, v, q & 3u, live);
+      }
+#endif
+    }
+    if (live) {
+      shift_out4[(a.save_off + t * D + c) / 4u] = xn;
+      if (do_commit) {
+        [[unroll]] for (uint j = 0; j < 4; ++j) state[sb + a.commit_row + c + j] = p.commit[j];
+      }
+    }
+  }
+}
 
 layout(push_constant) uniform PC { ShiftParams p; }
 pc;

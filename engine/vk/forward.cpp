@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 #include "engine/error.h"
 #include "engine/vk/vk_check.h"
@@ -78,7 +77,6 @@ ForwardBuffers ForwardBuffers::make(Device& dev, const Rwkv7Hparams& hp, uint32_
     a.h_y = region(D / 2);
     a.h_fx = region(D / 2);
     a.h_fh = region((hp.n_ffn + 7) / 8 * 4);
-    a.tail_count = region(1);
     a.total = at;
   };
   // The activations are one storage buffer: fewer tokens per forward where the device's
@@ -108,11 +106,7 @@ ForwardBuffers ForwardBuffers::make(Device& dev, const Rwkv7Hparams& hp, uint32_
   // from host memory each such load crosses PCIe, microseconds per dispatch.
   const MemKind meta_kind =
       std::getenv("RWKVD_VK_META_HOST") != nullptr ? MemKind::kUpload : MemKind::kDeviceMapped;
-  b.meta = Buffer(dev,
-                  (VkDeviceSize{Forward::meta_tails(Tc, seq_cap)} +
-                   2 * VkDeviceSize{hp.n_layer} * Kernels::kTailWords) *
-                      4,
-                  meta_kind);
+  b.meta = Buffer(dev, (4 * VkDeviceSize{Tc} + 4 * seq_cap + Tc) * 4, meta_kind);
   const auto readback_start = std::chrono::steady_clock::now();
   b.readback = Buffer(dev, VkDeviceSize{Tc} * (D + hp.n_vocab) * 4, MemKind::kReadback);
   b.readback_seconds =
@@ -242,49 +236,6 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
   if (reads_h16(layers_.back().fval, 1) && !fkey_writes_h16(layers_.back(), 1)) {
     ++dispatches_per_layer_;
   }
-  // The shifts that products run as their tails (a layer between two others: its own att shift
-  // run by the previous layer's ffn value product).
-  const uint32_t mid = std::min<uint32_t>(1, hp_.n_layer - 1);
-  if (att_tail(mid, 1) != Kernels::kNoTail) --dispatches_per_layer_;
-  if (ffn_tail(mid, 1) != Kernels::kNoTail) --dispatches_per_layer_;
-  write_tail_records();
-}
-
-uint32_t Forward::tail_record(uint32_t l, bool ffn) const {
-  return meta_tails(token_cap_, seq_cap_) + (2 * l + (ffn ? 1 : 0)) * Kernels::kTailWords;
-}
-
-void Forward::write_tail_records() {
-  static_assert(sizeof(ShiftArgs) + 4 <= Kernels::kTailWords * 4);
-  auto* meta = static_cast<uint32_t*>(meta_.mapped());
-  for (uint32_t l = 0; l < hp_.n_layer; ++l) {
-    for (const bool ffn : {false, true}) {
-      const ShiftArgs a = ffn ? ffn_shift(l, 1) : att_shift(l, 1);
-      uint32_t* rec = meta + tail_record(l, ffn);
-      std::memcpy(rec, &a, sizeof(a));
-      rec[sizeof(a) / 4] = a_.tail_count;
-    }
-  }
-  meta_.flush(0, meta_.size());
-}
-
-uint32_t Forward::att_tail(uint32_t l, uint32_t T) const {
-  if (l == 0) return Kernels::kNoTail;  // the embedding comes before it
-  const ShiftArgs one = att_shift(l, 1), now = att_shift(l, T);
-  const MmGroup& fval = layers_[l - 1].fval.front();
-  return layers_[l - 1].fval.size() == 1 && std::memcmp(&one, &now, sizeof(one)) == 0 &&
-                 kernels_.takes_tail(fval.type, fval.slots, T)
-             ? tail_record(l, false)
-             : Kernels::kNoTail;
-}
-
-uint32_t Forward::ffn_tail(uint32_t l, uint32_t T) const {
-  const ShiftArgs one = ffn_shift(l, 1), now = ffn_shift(l, T);
-  const MmGroup& out = layers_[l].out.front();
-  return layers_[l].out.size() == 1 && std::memcmp(&one, &now, sizeof(one)) == 0 &&
-                 kernels_.takes_tail(out.type, out.slots, T)
-             ? tail_record(l, true)
-             : Kernels::kNoTail;
 }
 
 ShiftArgs Forward::att_shift(uint32_t l, uint32_t T) const {
@@ -424,13 +375,10 @@ std::vector<Forward::MmGroup> Forward::group(
 }
 
 void Forward::record_mm(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T,
-                        uint32_t prof, uint32_t tail) {
-  if (tail != Kernels::kNoTail && groups.size() != 1) {
-    throw EngineError("vulkan: a shift runs after one product dispatch only");
-  }
+                        uint32_t prof) {
   for (const MmGroup& g : groups) {
-    kernels_.mm(cb, g.set, g.type, g.slots, T, tail);
-    profiler_.stamp(cb, prof, tail == Kernels::kNoTail ? g.label : g.label + " + shift");
+    kernels_.mm(cb, g.set, g.type, g.slots, T);
+    profiler_.stamp(cb, prof, g.label);
   }
 }
 
@@ -518,14 +466,13 @@ const std::vector<VkCommandBuffer>& Forward::commands(const ForwardShape& shape,
     VkCommandBuffer cb = r.cbs[whole ? 0 : s];
     Kernels::barrier(cb);  // after the previous segment / chunk / state transfer
     r.profile.push_back(profiler_.begin(cb, shape.T));
-    record(cb, s, shape, r.profile.back(), whole);
+    record(cb, s, shape, r.profile.back());
   }
   for (VkCommandBuffer cb : r.cbs) RWKVD_VK(vkEndCommandBuffer(cb));
   return recorded_.emplace(std::pair{shape, whole}, std::move(r)).first->second.cbs;
 }
 
-void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s, uint32_t prof,
-                     bool tails) {
+void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s, uint32_t prof) {
   const uint32_t D = hp_.n_embd, N = hp_.head_size, L = hp_.n_layer;
   const uint32_t row_floats = D, layer_floats = (N + 2) * D;
   const uint32_t slot_floats = static_cast<uint32_t>(hp_.state_floats());
@@ -585,23 +532,11 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
   const LayerPlan& p = layers_[l];
   const uint32_t lbase = l * layer_floats;
   const ShiftArgs tm = att_shift(l, s.T);
-  if (!tails || att_tail(l, s.T) == Kernels::kNoTail) {  // else the previous layer ran it
-    kernels_.shift(cb, base_set_, tm, s.T);
-    profiler_.stamp(cb, prof, "shift att");
-    Kernels::compute_barrier(cb);
-  }
+  kernels_.shift(cb, base_set_, tm, s.T);
+  profiler_.stamp(cb, prof, "shift att");
+  Kernels::compute_barrier(cb);
   if (tm.h16_mask == 0) record_half(cb, p.first, s.T, prof);
-  // $RWKVD_VK_LORA_BARRIER=1: a barrier between the LoRA down and r, k, v dispatches (which
-  // otherwise run side by side), for comparisons.
-  static const bool lora_barrier = std::getenv("RWKVD_VK_LORA_BARRIER") != nullptr;
-  if (lora_barrier) {
-    for (const MmGroup& g : p.first) {
-      record_mm(cb, {g}, s.T, prof);
-      Kernels::compute_barrier(cb);
-    }
-  } else {
-    record_mm(cb, p.first, s.T, prof);
-  }
+  record_mm(cb, p.first, s.T, prof);
   Kernels::compute_barrier(cb);
   const bool fuse_lora = fuse_lora_ && s.T <= kFusedLoraMaxT && s.B <= kFusedLoraMaxB;
   if (!fuse_lora) {
@@ -646,15 +581,12 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
   profiler_.stamp(cb, prof, "wkv");
   Kernels::compute_barrier(cb);
   record_half(cb, p.out, s.T, prof);
-  const uint32_t ffn_tail_at = tails ? ffn_tail(l, s.T) : Kernels::kNoTail;
-  record_mm(cb, p.out, s.T, prof, ffn_tail_at);
+  record_mm(cb, p.out, s.T, prof);
   Kernels::compute_barrier(cb);
   const ShiftArgs cm = ffn_shift(l, s.T);
-  if (ffn_tail_at == Kernels::kNoTail) {
-    kernels_.shift(cb, base_set_, cm, s.T);
-    profiler_.stamp(cb, prof, "shift ffn");
-    Kernels::compute_barrier(cb);
-  }
+  kernels_.shift(cb, base_set_, cm, s.T);
+  profiler_.stamp(cb, prof, "shift ffn");
+  Kernels::compute_barrier(cb);
   const bool fkey_h16 = cm.h16_mask != 0;
   if (!fkey_h16) record_half(cb, p.fkey, s.T, prof);
   // The ffn value product's int8 or fp16 input: written by the ffn key product where it can,
@@ -678,7 +610,7 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
     Kernels::compute_barrier(cb);
   }
   if (!fkey_h16_out) record_half(cb, p.fval, s.T, prof);
-  record_mm(cb, p.fval, s.T, prof, tails && l + 1 < L ? att_tail(l + 1, s.T) : Kernels::kNoTail);
+  record_mm(cb, p.fval, s.T, prof);
 }
 
 }  // namespace rwkvd::engine::vk

@@ -38,10 +38,9 @@ struct ForwardShape {
 // form (shaders/q8.glsl) of the inputs of K-quant decode products: lerps (6, as lerp), y, fx, fh,
 // embd (the head's). The h_ regions hold the fp16 form (shaders/h16.comp) of the inputs of
 // tensor-core products: lerps (6), y, fx, fh.
-// tail_count: the counter word of products' tails (Kernels::mm), zero between dispatches.
 struct ActLayout {
   uint32_t x, lerp, save_a, save_f, r, k, v, hw, ha, hv, hg, wl, al, vl, g, vf, y, fx, fh, embd,
-      logits, q_lerp, q_y, q_fx, q_fh, q_embd, h_lerp, h_y, h_fx, h_fh, tail_count;
+      logits, q_lerp, q_y, q_fx, q_fh, q_embd, h_lerp, h_y, h_fx, h_fh;
   uint32_t total;
 };
 
@@ -79,10 +78,6 @@ class Forward {
   uint64_t scratch_bytes() const { return act_.size() + meta_.size() + readback_.size(); }
   uint32_t meta_seq() const { return 4 * token_cap_; }
   uint32_t meta_out() const { return 4 * token_cap_ + 4 * seq_cap_; }
-  // Where the shifts' records for products' tails start (after the output rows), written once.
-  static uint32_t meta_tails(uint32_t token_cap, uint32_t seq_cap) {
-    return 5 * token_cap + 4 * seq_cap;
-  }
   VkDeviceSize readback_logits_offset() const { return VkDeviceSize{token_cap_} * hp_.n_embd * 4; }
 
   // The shape's command buffers, recorded on first use: one per upload segment, so that each
@@ -121,24 +116,12 @@ class Forward {
   static PipelineNeeds pipeline_needs(const Rwkv7Model& model, const Kernels& kernels);
   std::vector<MmGroup> group(const std::string& role,
                              const std::vector<std::pair<const GgufTensor*, MmSlot>>& mats);
-  // tails: products may run the next shift (only once every layer is resident: a layer's last
-  // product runs the next layer's first shift, reading that layer's parameters).
-  void record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s, uint32_t prof,
-              bool tails);
-  // tail: Kernels::mm's, for a single group.
-  void record_mm(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T, uint32_t prof,
-                 uint32_t tail = Kernels::kNoTail);
+  void record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s, uint32_t prof);
+  void record_mm(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T, uint32_t prof);
   // The arguments of layer l's time-mix (att) and channel-mix (ffn) shifts at T tokens.
   ShiftArgs att_shift(uint32_t l, uint32_t T) const;
   ShiftArgs ffn_shift(uint32_t l, uint32_t T) const;
-  // The meta offset of the record of layer l's att shift that the previous layer's ffn value
-  // product runs as its tail at T tokens, or of its ffn shift that its output product runs;
-  // Kernels::kNoTail where that product cannot (then the shift is a dispatch of its own).
-  uint32_t att_tail(uint32_t l, uint32_t T) const;
-  uint32_t ffn_tail(uint32_t l, uint32_t T) const;
-  // The records hold the shifts' arguments at one token; T tokens use them where theirs agree.
-  uint32_t tail_record(uint32_t l, bool ffn) const;
-  void write_tail_records();
+
   // Whether some product of `groups` reads its inputs' int8 form at T tokens (so their producer
   // must write it).
   bool reads_q8(const MmGroup& group, uint32_t T) const;

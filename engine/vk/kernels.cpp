@@ -33,8 +33,7 @@ constexpr uint32_t kMcSplitTiles = 64, kMcSplitMost = 8;
 struct MmPush {
   uint32_t K[4], N[4], x_off[4], y_off[4], mode[4], row_bytes[4], yq_off[4];
   uint32_t T;
-  uint32_t ksplit = 1, part_off = 0;  // mc.comp split-K
-  uint32_t tail = Kernels::kNoTail;   // mvq.comp: the shift it runs after (tail.glsl)
+  uint32_t ksplit = 1, part_off = 0, part_width = 0;  // mc.comp split-K
 };
 static_assert(sizeof(MmPush) <= kPushConstantBytes);
 static_assert(sizeof(ShiftArgs) <= kPushConstantBytes);
@@ -126,7 +125,6 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   mcd_sg_ = std::clamp(env_u32("RWKVD_VK_MCD_SG", mcd_sg_), 1u, kMcdMostSubgroups);
   mcd_split_ = env_u32("RWKVD_VK_MCD_SPLIT", 0);
   wkv_portable_ = std::getenv("RWKVD_VK_WKV_PORTABLE") != nullptr;
-  shift_tail_ = env_u32("RWKVD_VK_SHIFT_TAIL", 1) != 0;
   // Invocations per channel in wkv's LoRA up phase (more where the ranks need it): H100, 2.9B
   // Q4_K_M decode, see docs/PERFORMANCE.md.
   wkv_lanes_ = std::bit_floor(std::clamp(env_u32("RWKVD_VK_WKV_LANES", 8), 4u, 16u));
@@ -198,7 +196,6 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
       for (uint32_t tt = 1; tt <= mv_tokens(mv_max_t_, mv_tt_max_); tt *= 2) {
         keys.push_back(mv_key(t, tt));
         if (reads_q8(t, tt)) keys.push_back(mvq_key(t, tt));
-        if (reads_q8(t, tt) && tails_fit()) keys.push_back(mvq_key(t, tt, false, n_embd));
         if (writes_q8(t, 32, 16, tt)) keys.push_back(mvq_key(t, tt, true));
       }
     }
@@ -254,11 +251,7 @@ Pipelines::Key Kernels::mv_key(GgmlType type, uint32_t tt) const {
 
 // mvq.comp stages nothing, so its workgroup is the one-token size for any number of tokens;
 // the variant that writes its output's int8 form takes 16 rows a workgroup (whole runs).
-Pipelines::Key Kernels::mvq_key(GgmlType type, uint32_t tt, bool qout, uint32_t tail_d) const {
-  if (tail_d > 0) {
-    return {"mvq_" + weight_type_suffix(type) + "_tail",
-            {row_wg_, tt, mvq_rows(tt), mvq_pieces_, 0u, shift_quads(tail_d)}};
-  }
+Pipelines::Key Kernels::mvq_key(GgmlType type, uint32_t tt, bool qout) const {
   return {"mvq_" + weight_type_suffix(type),
           {qout ? mvq_qout_wg(tt) : mvq_wg_, tt, mvq_rows(tt), mvq_pieces_, qout ? 1u : 0u}};
 }
@@ -270,20 +263,6 @@ uint32_t Kernels::shift_quads(uint32_t D) const {
 // The _sg variant needs shuffles (the int8 form's runs); the other writes neither form.
 Pipelines::Key Kernels::shift_key(uint32_t D) const {
   return {dev_.features().subgroup_shuffle ? "shift_sg" : "shift", {row_wg_, shift_quads(D)}};
-}
-
-// The tail variant's workgroup is the shift's (so the shift's sums run in the same order) and
-// must hold whole row groups of mvq.comp's split of K.
-bool Kernels::tails_fit() const {
-  const uint32_t sg = dev_.features().subgroup_size;
-  return shift_tail_ && dev_.features().subgroup_shuffle && row_wg_ % sg == 0 &&
-         row_wg_ % 16 == 0 && row_wg_ / sg >= mvq_wg_ / sg;
-}
-
-bool Kernels::takes_tail(GgmlType type, std::span<const MmSlot> slots, uint32_t T) const {
-  return tails_fit() && slots.size() == 1 && slots[0].K % 32 == 0 && slots[0].N % 16 == 0 &&
-         slots[0].q8_off != kNoQ8 && slots[0].yq_off == kNoQ8 && reads_q8(type, T) &&
-         !few_on_coopmat(T);
 }
 
 uint32_t Kernels::mvq_qout_wg(uint32_t tokens) const {
@@ -525,15 +504,11 @@ void Kernels::bind(VkCommandBuffer cb, VkDescriptorSet set, VkPipeline p, const 
 }
 
 void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
-                 std::span<const MmSlot> slots, uint32_t T, uint32_t tail) {
+                 std::span<const MmSlot> slots, uint32_t T) {
   if (slots.empty() || slots.size() > kWeightBindings || T == 0) {
     throw EngineError("vk mm: 1..4 slots and T > 0 required");
   }
-  if (tail != kNoTail && !takes_tail(type, slots, T)) {
-    throw EngineError("vk mm: this product cannot run a shift after it");
-  }
   MmPush pc{};
-  pc.tail = tail;
   uint32_t max_n = 0;
   bool qout = false;  // some slot wants its output's int8 form too
   for (size_t i = 0; i < slots.size(); ++i) {
@@ -575,6 +550,7 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     if (split > 1) {
       pc.ksplit = split;
       pc.part_off = slots[0].part_off;
+      pc.part_width = slots[0].part_width;
     }
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
     vkCmdDispatch(cb, ceil_div(max_n, kMcdRows), ceil_div(T, kMcdTokens),
@@ -599,9 +575,7 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       for (const MmSlot& sl : slots) k_min = std::min(k_min, sl.K);
       pc.ksplit = mvq_ksplit(k_min);
     }
-    // (takes_tail() holds for nothing else.)
-    const Pipelines::Key key =
-        q8 ? mvq_key(type, tt, qout, tail != kNoTail ? slots[0].N : 0) : mv_key(type, tt);
+    const Pipelines::Key key = q8 ? mvq_key(type, tt, qout) : mv_key(type, tt);
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
     const uint32_t rows = key.second[0] / dev_.features().subgroup_size / pc.ksplit *
                           (q8 ? mvq_rows(tt) : mv_rows(tt));
@@ -637,6 +611,8 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       if (split > 1) {
         pc.ksplit = split;
         pc.part_off = slots[0].part_off;
+        pc.part_width = slots[0].part_width;
+      pc.part_width = slots[0].part_width;
       }
       bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
       vkCmdDispatch(cb, ceil_div(max_n, rows), ceil_div(T, tokens), n_slots * split);

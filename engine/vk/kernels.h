@@ -39,8 +39,7 @@ struct MmSlot {
   // the LoRA products of a model whose large products are quantised and run there anyway.
   bool half_ok = false;
   // Scratch for split-K partial sums on tensor cores (Kernels::mc_split), read from the first
-  // slot of a group: act float offset and the floats per token it holds (kNoQ8: no split). A
-  // split's token takes parts x the slots' outputs there (product.glsl's part_stride()).
+  // slot of a group: act float offset and floats per token there (kNoQ8: no split).
   uint32_t part_off = kNoQ8, part_width = 0;
 };
 
@@ -93,18 +92,9 @@ class Kernels {
   void warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t head_size,
             uint32_t lora_ranks);
 
-  // y = W x for 1..4 weights of `type`, T tokens. tail: the meta word offset of a shift's
-  // record (ShiftArgs, then the act offset of a zeroed counter word) that the dispatch's last
-  // workgroup runs after the product (shaders/tail.glsl); only where takes_tail() says so.
+  // y = W x for 1..4 weights of `type`, T tokens.
   void mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type, std::span<const MmSlot> slots,
-          uint32_t T, uint32_t tail = kNoTail);
-  static constexpr uint32_t kNoTail = UINT32_MAX;
-  // Words of a tail's record in meta: ShiftArgs, the counter's act offset, one spare.
-  static constexpr uint32_t kTailWords = 24;
-  // Whether mm() can run a shift as these products' tail at T tokens: the int8 decode product
-  // (mvq.comp) of one weight, and the device's workgroups hold the shift's (row_wg_), so its
-  // sums run as in shift(): the same numbers. $RWKVD_VK_SHIFT_TAIL=0 says no (comparisons).
-  bool takes_tail(GgmlType type, std::span<const MmSlot> slots, uint32_t T) const;
+          uint32_t T);
   // Whether mm() reads the int8 form of T tokens' inputs to products of `type` (when every slot
   // has one): decode products of Q4_K/Q5_K weights where the device has integer dot products
   // (mvq.comp). Producers write the form only then.
@@ -177,16 +167,12 @@ class Kernels {
   uint32_t mvq_rows(uint32_t tokens) const;  // mvq.comp's rows per subgroup
   uint32_t mv_wg(uint32_t tokens) const;
   Pipelines::Key mv_key(GgmlType type, uint32_t tokens) const;  // mv.comp's pipeline for a type
-  // mvq.comp's; qout: the variant that also writes its output's int8 form (workgroups of 16 rows);
-  // tail_d > 0: the variant that may run a shift of rows of tail_d after it (workgroups of
-  // row_wg_).
-  Pipelines::Key mvq_key(GgmlType type, uint32_t tokens, bool qout = false,
-                         uint32_t tail_d = 0) const;
-  // shift_row.glsl's quads a lane for rows of D, and shift.comp's pipeline.
+  // mvq.comp's; qout: the variant that also writes its output's int8 form (workgroups of 16 rows).
+  Pipelines::Key mvq_key(GgmlType type, uint32_t tokens, bool qout = false) const;
+  // shift.comp's quads a lane for rows of D, and its pipeline.
   uint32_t shift_quads(uint32_t D) const;
   Pipelines::Key shift_key(uint32_t D) const;
   uint32_t mvq_qout_wg(uint32_t tokens) const;
-  bool tails_fit() const;  // mvq.comp's tail variant can run here (see mvq_key())
   // mc.comp's pipeline for a tile of `rows` (64 or 128) rows by `tokens` (64 or 32) tokens.
   std::string mc_name(GgmlType type, uint32_t rows, uint32_t tokens) const;
   // Its pipeline; x16: reading the inputs' fp16 form.
@@ -214,7 +200,6 @@ class Kernels {
   uint32_t wg_ = 64;        // workgroup size of the matmul
   uint32_t row_wg_ = 256;   // workgroup size of the row kernels (embed, shift, out_ln)
   bool row_slices_ = true;  // shift spreads a token's channels over D / row_wg_ workgroups
-  bool shift_tail_ = true;  // $RWKVD_VK_SHIFT_TAIL=0: no product runs a shift (takes_tail())
   bool wkv_portable_ = false;
   uint32_t wkv_lanes_ = 8;  // $RWKVD_VK_WKV_LANES: the fewest invocations per channel of phase L
   // From wkv_long_t_ tokens: invocations per channel and tokens per block of the long variant.

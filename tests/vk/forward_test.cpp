@@ -158,39 +158,6 @@ TEST_F(VkForward, ManySequencesEqualSequencesAlone) {
   }
 }
 
-// The int8 decode products of a layer's output and ffn value run the next shift in their last
-// workgroup (shaders/tail.glsl) instead of a dispatch of its own: the same shift code in a
-// workgroup of the shift's size, so the same numbers to the bit. Two sequences of different
-// lengths in forwards of 1 to 4 tokens (every token of a chunk, first positions and commits);
-// then decode steps of one token each.
-TEST_F(VkForward, ShiftTailsGiveTheSameNumbers) {
-  RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q4_k_m.gguf");
-  auto tails = gpu(model, 4, 2);
-  auto plain = gpu_with({{"RWKVD_VK_SHIFT_TAIL", "0"}}, model, 4, 2);
-  tails->wait_resident();  // tails run in the forward recorded once every layer is resident
-  plain->wait_resident();
-  // The tails ran (a layer's two shifts), or this test compares a path with itself.
-  ASSERT_EQ(tails->dispatches_per_layer() + 2, plain->dispatches_per_layer());
-  const auto a = long_prompt(11, tails->hparams().n_vocab), b = long_prompt(6, 1000);
-  for (engine::Backend* be :
-       {static_cast<engine::Backend*>(tails.get()), static_cast<engine::Backend*>(plain.get())}) {
-    be->reset_state(0);
-    be->reset_state(1);
-  }
-  const engine::SequenceInput both[2] = {{0, a, engine::OutputMode::kAllLogits},
-                                         {1, b, engine::OutputMode::kAllEmbeddings}};
-  const auto want = plain->run(both), got = tails->run(both);
-  EXPECT_EQ(got[0].data, want[0].data);
-  EXPECT_EQ(got[1].data, want[1].data);
-  for (int32_t step = 0; step < 3; ++step) {
-    const std::vector<int32_t> tok = {a[static_cast<size_t>(step)]};
-    EXPECT_EQ(run_one(*tails, tok, engine::OutputMode::kLastLogits, 0),
-              run_one(*plain, tok, engine::OutputMode::kLastLogits, 0));
-  }
-  EXPECT_EQ(test::read_state(*tails, 0), test::read_state(*plain, 0));
-  EXPECT_EQ(test::read_state(*tails, 1), test::read_state(*plain, 1));
-}
-
 TEST_F(VkForward, StateRoundTripContinuesExactly) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.f32.gguf");
   const auto toks = long_prompt(40, 1024);
