@@ -53,18 +53,21 @@ struct Quad {
   vec4 nw, nb, prev, commit, lerp[6];
 };
 
-vec4 vecs_quad(uint at) { return vec4(vecs[at], vecs[at + 1], vecs[at + 2], vecs[at + 3]); }
-vec4 state_quad(uint at) { return vec4(state[at], state[at + 1], state[at + 2], state[at + 3]); }
+// The parameters and the state as 16-byte words: every offset the shift reads them at is a
+// multiple of 4 floats (Kernels::shift checks), so a quad is one load instead of four (at one
+// token the kernel issues ~10 of them a lane before its first reduction).
+layout(set = 0, binding = 2) readonly buffer Vecs4 { vec4 vecs4[]; };
+layout(set = 0, binding = 3) buffer State4 { vec4 state4[]; };
 
 Quad load_quad(ShiftParams a, uint q, uint t, uint sb, bool first, bool do_commit) {
   const uint c = 4u * q;
   Quad p;
-  p.nw = vecs_quad(a.norm_w + c);
-  p.nb = vecs_quad(a.norm_b + c);
-  p.prev = first ? state_quad(sb + a.state_row + c) : vec4(0);
+  p.nw = vecs4[(a.norm_w + c) / 4u];
+  p.nb = vecs4[(a.norm_b + c) / 4u];
+  p.prev = first ? state4[(sb + a.state_row + c) / 4u] : vec4(0);
   p.commit = do_commit ? act4[(a.commit_src + t * a.D + c) / 4u] : vec4(0);
   [[unroll]] for (uint i = 0; i < 6; ++i) {
-    p.lerp[i] = i < a.n_lerp ? vecs_quad(a.lerp_off + i * a.D + c) : vec4(0);
+    p.lerp[i] = i < a.n_lerp ? vecs4[(a.lerp_off + i * a.D + c) / 4u] : vec4(0);
   }
   return p;
 }
@@ -165,7 +168,7 @@ void shift_token(ShiftParams a, uint t, uint slice, uint slices) {
     if (live) {
       shift_out4[(a.save_off + t * D + c) / 4u] = xn;
       if (do_commit) {
-        [[unroll]] for (uint j = 0; j < 4; ++j) state[sb + a.commit_row + c + j] = p.commit[j];
+        state4[(sb + a.commit_row + c) / 4u] = p.commit;
       }
     }
   }

@@ -612,7 +612,7 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
         pc.ksplit = split;
         pc.part_off = slots[0].part_off;
         pc.part_width = slots[0].part_width;
-      pc.part_width = slots[0].part_width;
+        pc.part_width = slots[0].part_width;
       }
       bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
       vkCmdDispatch(cb, ceil_div(max_n, rows), ceil_div(T, tokens), n_slots * split);
@@ -648,7 +648,11 @@ void Kernels::shift(VkCommandBuffer cb, VkDescriptorSet set, const ShiftArgs& a,
   if (a.q8_mask != 0 && (a.D % 16 != 0 || row_wg_ % 16 != 0)) {
     throw EngineError("vk shift: the int8 form needs D and the workgroup in runs of 16");
   }
-  if (a.D % 4 != 0) throw EngineError("vk shift: D must be a multiple of 4");
+  // shift.comp reads and writes quads of channels as 16-byte words.
+  for (const uint32_t at : {a.D, a.x_off, a.out_off, a.out_stride, a.save_off, a.norm_w, a.norm_b,
+                            a.lerp_off, a.state_row, a.slot_floats, a.commit_src, a.commit_row}) {
+    if (at % 4 != 0) throw EngineError("vk shift: sizes and offsets must be multiples of 4");
+  }
   if ((a.q8_mask != 0 || a.h16_mask != 0) && !dev_.features().subgroup_shuffle) {
     throw EngineError("vk shift: the int8 and fp16 forms need subgroup shuffles");
   }
