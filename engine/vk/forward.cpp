@@ -19,6 +19,12 @@ namespace {
 // 1346 / 1423).
 constexpr uint32_t kFusedLoraMaxT = 32, kFusedLoraMaxB = 8;
 
+// Layer 0 has no value residual (it writes v_first): its v1 and v2 are placeholders that the
+// forward leaves out.
+bool has_value_residual(size_t layer) {
+  return layer > 0;
+}
+
 uint32_t row_bytes(const GgufTensor* t) {
   return static_cast<uint32_t>(*ggml_row_bytes(t->type, static_cast<uint64_t>(t->ne[0])));
 }
@@ -169,7 +175,7 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
         {ly.w2, slot_for(ly.w2, a_.hw, a_.wl, MmMode::kStore)},
         {ly.a2, slot_for(ly.a2, a_.ha, a_.al, MmMode::kStore)},
         {ly.g2, slot_for(ly.g2, a_.hg, a_.g, MmMode::kStore)}};
-    if (l > 0) {  // layer 0's v1/v2 are placeholders: it has no value residual
+    if (has_value_residual(l)) {
       first.push_back({ly.v1, slot_for(ly.v1, a_.lerp + 3 * TD, a_.hv, MmMode::kStore)});
       second.push_back({ly.v2, slot_for(ly.v2, a_.hv, a_.vl, MmMode::kStore)});
     }
@@ -311,9 +317,8 @@ Forward::PipelineNeeds Forward::pipeline_needs(const Rwkv7Model& model, const Ke
   bool lora_up_f32 = true;  // every layer's LoRA up products make one group of F32 weights
   for (size_t l = 0; l < model.layers().size(); ++l) {
     const Rwkv7Layer& ly = model.layers()[l];
-    // (Layer 0's v1 and v2 are placeholders the forward leaves out: it has no value residual.)
-    const GgufTensor* v1 = l > 0 ? ly.v1 : ly.w1;
-    const GgufTensor* v2 = l > 0 ? ly.v2 : ly.w2;
+    const GgufTensor* v1 = has_value_residual(l) ? ly.v1 : ly.w1;
+    const GgufTensor* v2 = has_value_residual(l) ? ly.v2 : ly.w2;
     for (const GgufTensor* t : {ly.receptance, ly.key, ly.value, ly.w1, ly.a1, ly.g1, v1, ly.w2,
                                 ly.a2, ly.g2, v2, ly.output, ly.ffn_key, ly.ffn_value}) {
       n.types.push_back(t->type);
@@ -563,7 +568,7 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
              w_.vec(ly.ln_x_b),
              lbase,
              slot_floats,
-             l == 0 ? 1u : 0u,
+             has_value_residual(l) ? 0u : 1u,
              meta_seq()};
   if (fuse_lora) {
     wk.lora = 1;
