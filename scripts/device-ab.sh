@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs ON the device machine from the repo root (prepare with scripts/bench-device, --base REV
+# for an A/B of code):
+#   bash .gl/device-ab.sh "MODELS" "VARIANTS" [ROUNDS]
+# MODELS: preset:type words ("2.9b:q4_k_m 0.1b:q4_k_m"). VARIANTS: name=BINARY[,ENV=V...] words
+# ("base=.gl/rwkvd-base new=.gl/rwkvd" or "off=.gl/rwkvd,RWKVD_VK_X=0 on=.gl/rwkvd"). Runs
+# `rwkvd bench --parts engine --repeats 1` of every variant in turn, ROUNDS times (default 3), so
+# that drift of the machine falls on every variant alike (compare within a call only), with the
+# profiler off. Prints a line per run (its key figures and quality hash: a change of numbers shows
+# there) and packs every JSON and table into $OUT/ab.tgz after each round.
+set -uo pipefail
+models=${1:?models}
+variants=${2:?variants}
+rounds=${3:-3}
+source .gl/device-env.sh
+res=/tmp/ab
+mkdir -p "$res" /tmp/models
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$res/gpu.csv" 2>&1
+for mt in $models; do
+  p=${mt%%:*} t=${mt##*:}
+  m=/tmp/models/rwkv7-$p-$t.gguf
+  [[ -f $m ]] || .gl/rwkvd synth --preset "$p" --type "$t" --seed 1 --out "$m" \
+    --vocab-file .gl/rwkv_vocab_v20230424.txt 2>"$res/synth-$p-$t.log"
+done
+for r in $(seq 1 "$rounds"); do
+  for mt in $models; do
+    p=${mt%%:*} t=${mt##*:}
+    for v in $variants; do
+      name=${v%%=*} spec=${v#*=}
+      bin=${spec%%,*} envs=""
+      [[ $spec == *,* ]] && envs=${spec#*,}
+      tag=$p-$t-$name-$r
+      (
+        IFS=, && for kv in $envs; do [[ -n $kv ]] && export "${kv?}"; done
+        timeout "${BENCH_TIMEOUT:-120}" "$bin" bench --model "/tmp/models/rwkv7-$p-$t.gguf" \
+          --device gpu --parts engine --repeats 1 --embed-docs "${EMBED_DOCS:-16}" \
+          --text .gl/bench_email.txt --fields .gl/field_prompts.txt \
+          --out "$res/$tag.json" --markdown "$res/$tag.md" >"$res/$tag.log" 2>&1
+      )
+      rc=$?
+      hash=$(grep -o '"quality_hash": *"[0-9a-f]*"' "$res/$tag.json" 2>/dev/null | grep -o '[0-9a-f]\{16\}')
+      figs=$(grep -E '^\| (prefill\.|gen\.|doc_state\.engine|field_analysis\.engine)' "$res/$tag.md" 2>/dev/null |
+        awk -F'|' '{gsub(/ /, "", $2); gsub(/ /, "", $3); printf "%s=%s ", $2, $3}')
+      echo "$tag rc=$rc hash=${hash:-none} $figs"
+    done
+  done
+  tar czf "$OUT/ab.tgz" -C /tmp ab  # after each round: a cut-short call keeps what it finished
+done
