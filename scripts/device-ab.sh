@@ -14,17 +14,13 @@ variants=${2:?variants}
 rounds=${3:-3}
 source .gl/device-env.sh
 res=/tmp/ab
-mkdir -p "$res" /tmp/models
+mkdir -p "$res"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$res/gpu.csv" 2>&1
-for mt in $models; do
-  p=${mt%%:*} t=${mt##*:}
-  m=/tmp/models/rwkv7-$p-$t.gguf
-  [[ -f $m ]] || .gl/rwkvd synth --preset "$p" --type "$t" --seed 1 --out "$m" \
-    --vocab-file .gl/rwkv_vocab_v20230424.txt 2>"$res/synth-$p-$t.log"
-done
+for mt in $models; do synth_model "${mt%%:*}" "${mt##*:}" "$res"; done
 for r in $(seq 1 "$rounds"); do
   for mt in $models; do
     p=${mt%%:*} t=${mt##*:}
+    synth_model "$p" "$t" "$res"
     for v in $variants; do
       name=${v%%=*} spec=${v#*=}
       bin=${spec%%,*} envs=""
@@ -32,7 +28,7 @@ for r in $(seq 1 "$rounds"); do
       tag=$p-$t-$name-$r
       (
         IFS=, && for kv in $envs; do [[ -n $kv ]] && export "${kv?}"; done
-        timeout "${BENCH_TIMEOUT:-120}" "$bin" bench --model "/tmp/models/rwkv7-$p-$t.gguf" \
+        timeout "${BENCH_TIMEOUT:-120}" "$bin" bench --model "$model" \
           --device gpu --parts engine --repeats 1 --embed-docs "${EMBED_DOCS:-16}" \
           --text .gl/bench_email.txt --fields .gl/field_prompts.txt \
           --out "$res/$tag.json" --markdown "$res/$tag.md" >"$res/$tag.log" 2>&1

@@ -13,13 +13,12 @@ variants=${2:-"base="}
 repeats=${3:-2}
 source .gl/device-env.sh
 res=/tmp/profile
-mkdir -p "$res" /tmp/models
+mkdir -p "$res"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$res/gpu.csv" 2>&1
 for mt in $models; do
   p=${mt%%:*} t=${mt##*:}
-  m=/tmp/models/rwkv7-$p-$t.gguf
-  [[ -f $m ]] || .gl/rwkvd synth --preset "$p" --type "$t" --seed 1 --out "$m" \
-    --vocab-file .gl/rwkv_vocab_v20230424.txt 2>"$res/synth-$p-$t.log"
+  synth_model "$p" "$t" "$res"
+  m=$model
   for v in $variants; do
     name=${v%%=*} envs=${v#*=}
     tag=$p-$t-$name

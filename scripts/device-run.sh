@@ -13,9 +13,8 @@ have_llama=0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > $res/gpu.csv 2>&1
 for p in $presets; do
   for t in $types; do
-    m=/tmp/models/rwkv7-$p-$t.gguf
-    [[ -f $m ]] || .gl/rwkvd synth --preset "$p" --type "$t" --seed 1 --out "$m" \
-      --vocab-file .gl/rwkv_vocab_v20230424.txt 2>$res/synth-$p-$t.log
+    synth_model "$p" "$t" "$res"
+    m=$model
     timeout "${BENCH_TIMEOUT:-400}" .gl/rwkvd bench --model "$m" --device gpu --repeats "$repeats" \
       --text .gl/bench_email.txt --fields .gl/field_prompts.txt --embed-docs "${EMBED_DOCS:-256}" \
       --out $res/rwkvd-$p-$t.json --markdown $res/rwkvd-$p-$t.md >$res/rwkvd-$p-$t.log 2>&1
