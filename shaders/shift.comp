@@ -16,7 +16,7 @@
 
 layout(local_size_x_id = 0) in;
 
-struct ShiftParams {
+layout(push_constant) uniform PC {
   uint D;
   uint n_lerp;
   uint x_off;       // act: x [T][D]
@@ -39,7 +39,8 @@ struct ShiftParams {
   uint h16_mask;   // bit i: out_i's fp16 form too (h16.comp's), for a tensor-core product
   uint h16_off;    // act: out_i's fp16 form at h16_off + i * h16_stride, [T][D / 2] words
   uint h16_stride;
-};
+}
+pc;
 
 // The outputs as 16-byte words (their regions and rows start at multiples of 4 floats).
 layout(set = 0, binding = 1) writeonly buffer ShiftOut4 { vec4 shift_out4[]; };
@@ -59,15 +60,15 @@ struct Quad {
 layout(set = 0, binding = 2) readonly buffer Vecs4 { vec4 vecs4[]; };
 layout(set = 0, binding = 3) buffer State4 { vec4 state4[]; };
 
-Quad load_quad(ShiftParams a, uint q, uint t, uint sb, bool first, bool do_commit) {
+Quad load_quad(uint q, uint t, uint sb, bool first, bool do_commit) {
   const uint c = 4u * q;
   Quad p;
-  p.nw = vecs4[(a.norm_w + c) / 4u];
-  p.nb = vecs4[(a.norm_b + c) / 4u];
-  p.prev = first ? state4[(sb + a.state_row + c) / 4u] : vec4(0);
-  p.commit = do_commit ? act4[(a.commit_src + t * a.D + c) / 4u] : vec4(0);
+  p.nw = vecs4[(pc.norm_w + c) / 4u];
+  p.nb = vecs4[(pc.norm_b + c) / 4u];
+  p.prev = first ? state4[(sb + pc.state_row + c) / 4u] : vec4(0);
+  p.commit = do_commit ? act4[(pc.commit_src + t * pc.D + c) / 4u] : vec4(0);
   [[unroll]] for (uint i = 0; i < 6; ++i) {
-    p.lerp[i] = i < a.n_lerp ? vecs4[(a.lerp_off + i * a.D + c) / 4u] : vec4(0);
+    p.lerp[i] = i < pc.n_lerp ? vecs4[(pc.lerp_off + i * pc.D + c) / 4u] : vec4(0);
   }
   return p;
 }
@@ -89,21 +90,23 @@ void q8_store_sg(uint q_row, uint K, uint e0, vec4 v, uint quad, bool live) {
 }
 #endif
 
-// Token t's outputs for the quads q = tid + k * WG with k = slice, slice + slices, ..: every
-// workgroup computes the token's LayerNorm statistics over the whole row (a few KB, held in
-// registers: x is read once), this lane's first output quad's parameters loaded before them so
-// that the memory latencies overlap (at one decoded token this is a chain of such latencies).
+// Token t (workgroup x), quads q = tid + k * WG for k = slice, slice + slices, .. (workgroup y of
+// the slices): every workgroup computes the token's LayerNorm statistics over the whole row (a
+// few KB, held in registers: x is read once), this lane's first output quad's parameters loaded
+// before them so that the memory latencies overlap (at one decoded token this is a chain of such
+// latencies).
 // The loop over output quads stays rolled: the kernel runs once per token and layer, and an
 // unrolled one (90-120 KB of code on the H200) spent more time fetching its instructions than
-// computing. Every invocation of the workgroup must call it (barriers, shuffles).
-void shift_token(ShiftParams a, uint t, uint slice, uint slices) {
+// computing.
+void main() {
+  const uint t = gl_WorkGroupID.x, slice = gl_WorkGroupID.y, slices = gl_NumWorkGroups.y;
   const uint tid = gl_LocalInvocationID.x;
-  const uint D = a.D, nq = D / 4u, seq = meta[4 * t + 1], pos = meta[4 * t + 2];
-  const uint slot = meta[a.meta_seq + 4 * seq], n = meta[a.meta_seq + 4 * seq + 2];
+  const uint D = pc.D, nq = D / 4u, seq = meta[4 * t + 1], pos = meta[4 * t + 2];
+  const uint slot = meta[pc.meta_seq + 4 * seq], n = meta[pc.meta_seq + 4 * seq + 2];
   const bool first = pos == 0;
-  const uint xo = a.x_off + t * D, po = xo - D;  // po is only read when !first
-  const uint sb = slot * a.slot_floats;
-  const bool do_commit = a.commit != 0 && pos + 1 == n;
+  const uint xo = pc.x_off + t * D, po = xo - D;  // po is only read when !first
+  const uint sb = slot * pc.slot_floats;
+  const bool do_commit = pc.commit != 0 && pos + 1 == n;
   vec4 xv[kShiftQuads], pv[kShiftQuads];
   [[unroll]] for (uint k = 0; k < kShiftQuads; ++k) {
     const uint q = tid + k * WG;
@@ -112,7 +115,7 @@ void shift_token(ShiftParams a, uint t, uint slice, uint slices) {
   }
   const uint q_first = tid + slice * WG;
   Quad p;
-  if (q_first < nq) p = load_quad(a, q_first, t, sb, first, do_commit);
+  if (q_first < nq) p = load_quad(q_first, t, sb, first, do_commit);
   vec4 s = vec4(0);
   [[unroll]] for (uint k = 0; k < kShiftQuads; ++k) {
     s.x += dot(xv[k], vec4(1));  // zero past the row
@@ -132,12 +135,12 @@ void shift_token(ShiftParams a, uint t, uint slice, uint slices) {
     }
   }
   v2 = wg_sum4(v2) / float(D);
-  const float rs = inversesqrt(v2.x + a.eps), rsp = inversesqrt(v2.y + a.eps);
+  const float rs = inversesqrt(v2.x + pc.eps), rsp = inversesqrt(v2.y + pc.eps);
   const uint qr = q8_row_floats(D);
   [[dont_unroll]] for (uint k = slice; k < kShiftQuads && k * WG < nq; k += slices) {
     const uint q = tid + k * WG, c = 4u * q;
     const bool live = q < nq;
-    if (live && k != slice) p = load_quad(a, q, t, sb, first, do_commit);
+    if (live && k != slice) p = load_quad(q, t, sb, first, do_commit);
     vec4 x = xv[0], px = pv[0];  // element k, by selects (an indexed array would go to memory)
     [[unroll]] for (uint j = 1; j < kShiftQuads; ++j) {
       if (k == j) {
@@ -149,32 +152,28 @@ void shift_token(ShiftParams a, uint t, uint slice, uint slices) {
     const vec4 prev = first ? p.prev : (px - mup) * rsp * p.nw + p.nb;
     const vec4 dx = prev - xn;
     [[unroll]] for (uint i = 0; i < 6; ++i) {
-      if (i >= a.n_lerp) break;
+      if (i >= pc.n_lerp) break;
       const vec4 v = xn + dx * p.lerp[i];
-      if (live) shift_out4[(a.out_off + i * a.out_stride + t * D + c) / 4u] = v;
+      if (live) shift_out4[(pc.out_off + i * pc.out_stride + t * D + c) / 4u] = v;
 #ifdef USE_SUBGROUP
       // Their fp16 form (h16.comp's halves, which then need not run for these outputs) and
       // int8 form.
-      if (live && (a.h16_mask & (1u << i)) != 0u) {
-        const uint h = a.h16_off + i * a.h16_stride + t * (D / 2u) + c / 2u;
+      if (live && (pc.h16_mask & (1u << i)) != 0u) {
+        const uint h = pc.h16_off + i * pc.h16_stride + t * (D / 2u) + c / 2u;
         actu[h] = half_pair(v.xy);
         actu[h + 1u] = half_pair(v.zw);
       }
-      if ((a.q8_mask & (1u << i)) != 0u) {
-        q8_store_sg(a.q8_off + i * a.q8_stride + t * qr, D, c & ~15u, v, q & 3u, live);
+      if ((pc.q8_mask & (1u << i)) != 0u) {
+        q8_store_sg(pc.q8_off + i * pc.q8_stride + t * qr, D, c & ~15u, v, q & 3u, live);
       }
 #endif
     }
     if (live) {
-      shift_out4[(a.save_off + t * D + c) / 4u] = xn;
+      shift_out4[(pc.save_off + t * D + c) / 4u] = xn;
       if (do_commit) {
-        state4[(sb + a.commit_row + c) / 4u] = p.commit;
+        state4[(sb + pc.commit_row + c) / 4u] = p.commit;
       }
     }
   }
 }
 
-layout(push_constant) uniform PC { ShiftParams p; }
-pc;
-
-void main() { shift_token(pc.p, gl_WorkGroupID.x, gl_WorkGroupID.y, gl_NumWorkGroups.y); }

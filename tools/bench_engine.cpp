@@ -49,8 +49,8 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
   const int gen_steps = o.quick ? 16 : 128;
   const std::vector<size_t> prefill_sizes =
       o.quick ? std::vector<size_t>{64, 256} : std::vector<size_t>{512, 4096};
-  // 4: the most sequences a decode step runs on the int8 products (the shifts as the products'
-  // tails among them), 8 and 32 on tensor cores where the device has them.
+  // 4: the most sequences a decode step runs on the int8 products; 8 and 32 run on tensor cores
+  // where the device has them.
   const std::vector<uint32_t> gen_batches{1, 4, 8, 32};
   const size_t n_docs = sizes.n_docs, doc_len = sizes.doc_len, coalesce = 32;
 
