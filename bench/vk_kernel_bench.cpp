@@ -296,10 +296,12 @@ void product_args(benchmark::internal::Benchmark* b) {
   // The LoRA down products of a 2.9B layer at one token (F32, four weights of 96, 96, 64 and 320
   // rows in one dispatch in the forward; here as one of 576).
   for (int64_t T : {1, 2, 4}) b->Args({static_cast<int64_t>(GgmlType::F32), 2560, 576, T, 1, 0});
-  // The head of 2.9B Q4_K_M files (Q6_K, 65536 x 2560) for one token.
+  // The head of 2.9B Q4_K_M files (Q6_K, 65536 x 2560) for one token, and for a few from int8
+  // inputs and on tensor cores (which of the two a few sequences' head should take).
   const auto q6 = static_cast<int64_t>(GgmlType::Q6_K);
   b->Args({q6, 2560, 65536, 1, 1, 0});
-  b->Args({q6, 2560, 65536, 1, 1, 1});
+  for (int64_t T : {1, 4, 8, 16}) b->Args({q6, 2560, 65536, T, 1, 1});
+  for (int64_t T : {4, 8, 16}) b->Args({q6, 2560, 65536, T, 1, 2});
 }
 BENCHMARK(BM_Product)->Apply(product_args)->UseManualTime()->Iterations(10);
 

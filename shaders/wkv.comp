@@ -19,7 +19,7 @@ layout(push_constant) uniform PC {
   uint w0, a0, v0, k_k, k_a, r_k, lnx_w, lnx_b;  // vecs
   uint state_base;  // float offset within a slot of this layer's rows
   uint slot_floats;
-  uint layer0;
+  uint flags;  // bit 0: layer 0 (no value residual; v_first written); see wkv_sg.comp
   uint meta_seq;
 }
 pc;
@@ -44,7 +44,7 @@ void main() {
     float v = act[pc.v_off + o];
     const float w = exp(-0.606531 * sigmoid(w0 + act[pc.wl_off + o]));
     const float a = sigmoid(a0 + act[pc.al_off + o]);
-    if (pc.layer0 != 0) {
+    if ((pc.flags & 1u) != 0u) {
       act[pc.vf_off + o] = v;
     } else {
       v += (act[pc.vf_off + o] - v) * sigmoid(v0 + act[pc.vl_off + o]);

@@ -15,6 +15,13 @@
 // lora. Phase L is the kernel's latency chain at decode (one workgroup per head reads ~150 KB of
 // weights for 2.9B), so it runs on every invocation of the workgroup, PL per channel, with all
 // of a lane's weight loads issued before any is used.
+// GROUPS (decode of several sequences, one token each): a workgroup takes a group of up to TB
+// sequences of its head, so phase L loads the head's weights once for all of them rather than
+// once per sequence (2.9B at 8 sequences: 320 workgroups each reading ~150 KB otherwise). Their
+// tokens are consecutive (the host lays a chunk's sequences out in order), so the group is one
+// block of tokens for phases L, A and C; in phase B each sequence has its own state, and the
+// workgroup's WG / (NS * P) sets of NS * P invocations take the group's sequences in turn. Each
+// token's arithmetic is the same as in a workgroup of its own.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -31,7 +38,11 @@ layout(constant_id = 3) const uint PL = 4;
 // 4 * PL * LL, see Kernels::wkv_key); 0: a variant without phase L.
 layout(constant_id = 4) const uint LL = 0;
 layout(constant_id = 5) const uint HT = 1;  // tokens whose LoRA down outputs phase L stages at once
-const uint P = 4;  // invocations per state row in phase B (the first NS * P)
+// A variant whose workgroups take groups of single-token sequences (pc.flags bits 8..15: up to
+// TB of them); a pipeline of its own, so the one-sequence variant carries none of its code.
+layout(constant_id = 6) const bool GROUPS = false;
+const uint P = 4;  // invocations per state row in phase B (the first NS * P of each set)
+const uint kLayer0 = 1u, kLora = 2u;  // pc.flags
 const uint LT = LL > 0u ? TB * NS : 1u;  // phase L results' shared size
 
 layout(push_constant) uniform PC {
@@ -44,9 +55,11 @@ layout(push_constant) uniform PC {
   uint w0, a0, v0, k_k, k_a, r_k, lnx_w, lnx_b;  // vecs
   uint state_base;  // float offset within a slot of this layer's rows
   uint slot_floats;
-  uint layer0;
+  // kLayer0: layer 0 (no value residual; v_first written); kLora: phase L computes wl, al, vl
+  // and g (then *_off above unused); bits 8..15 (GROUPS): sequences a workgroup takes.
+  uint flags;
   uint meta_seq;
-  uint lora;                    // 1: phase L computes wl, al, vl, g (then *_off above unused)
+  uint n_seq;  // sequences of the chunk
   uint hw_off, ha_off, hv_off, hg_off;  // act [T][rank]: LoRA down outputs
   uint rank_w, rank_a, rank_v, rank_g;  // multiples of 4
   uint y_q8;  // act: y's int8 form (q8.glsl) too, for the output product; ~0u: none
@@ -76,7 +89,7 @@ vec4 lora_weight(uint f, uint ch, uvec4 n) {
 void lora_up(uint t0, uint nb, uint h) {
   const uint tid = gl_LocalInvocationID.x, ch = tid / PL, part = tid % PL;
   // layer 0 has no value residual: its v rows are never read.
-  const uvec4 n = uvec4(pc.rank_w, pc.rank_a, pc.rank_g, pc.layer0 != 0 ? 0u : pc.rank_v) / 4u;
+  const uvec4 n = uvec4(pc.rank_w, pc.rank_a, pc.rank_g, (pc.flags & kLayer0) != 0u ? 0u : pc.rank_v) / 4u;
   const uint n_all = n.x + n.y + n.z + n.w, lch = h * NS + ch;
   vec4 w[LL > 0u ? LL : 1u];
   [[unroll]] for (uint i = 0; i < LL; ++i) {
@@ -152,17 +165,59 @@ vec2 token_sum(vec2 v, bool live) {
   return total;
 }
 
+// Phase B: the invocation's part of a state row (columns part + P * m), in registers. (Global:
+// glslang matches no array parameter sized by specialization constants.)
+float S[NS / P];
+
+// One token of phase B for the caller's state row: the 4 lanes of a row run it together.
+void recur(uint tt, uint row, uint part) {
+  const uint base = tt * NS + part;
+  float sa = 0.0;
+  [[unroll]] for (uint m = 0; m < NS / P; ++m) sa -= S[m] * s_kk[base + P * m];
+  sa += subgroupShuffleXor(sa, 1u);
+  sa += subgroupShuffleXor(sa, 2u);
+  const float v = s_v[tt * NS + row];
+  float y = 0.0;
+  [[unroll]] for (uint m = 0; m < NS / P; ++m) {
+    const uint j = base + P * m;
+    S[m] = S[m] * s_w[j] + sa * s_ka[j] + v * s_k[j];
+    y += S[m] * s_r[j];
+  }
+  y += subgroupShuffleXor(y, 1u);
+  y += subgroupShuffleXor(y, 2u);
+  if (part == 0) s_y[tt * NS + row] = y;
+}
+
+// State row `row` of head h (columns part + P * m) from or to base sb of a sequence's slot.
+void load_rows(uint sb, uint h, uint row, uint part) {
+  [[unroll]] for (uint m = 0; m < NS / P; ++m) {
+    S[m] = state[sb + (1 + part + P * m) * pc.D + h * NS + row];
+  }
+}
+void store_rows(uint sb, uint h, uint row, uint part) {
+  [[unroll]] for (uint m = 0; m < NS / P; ++m) {
+    state[sb + (1 + part + P * m) * pc.D + h * NS + row] = S[m];
+  }
+}
+
+// Where sequence seq's rows of this layer lie in the state buffer.
+uint state_base(uint seq) { return meta[pc.meta_seq + 4 * seq] * pc.slot_floats + pc.state_base; }
+
 void main() {
-  const uint h = gl_WorkGroupID.x, seq = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+  const uint h = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
   const uint D = pc.D;
-  const uint slot = meta[pc.meta_seq + 4 * seq], first = meta[pc.meta_seq + 4 * seq + 1],
-             n = meta[pc.meta_seq + 4 * seq + 2];
-  const uint sb = slot * pc.slot_floats + pc.state_base;
-  // Phase B layout: row i, columns part + P*m (interleaved: the 4 lanes of a row hit 4 banks),
-  // on the first NS * P invocations.
-  const uint row = tid / P, part = tid % P;
-  const bool b_lane = tid < NS * P;
-  float S[NS / P];  // loaded after phase L (its weight registers are free by then)
+  // The workgroup's sequences: one, or (GROUPS) g of one token each, whose tokens follow one
+  // another from the first's, and which phase B takes pb at a time.
+  const uint group = GROUPS ? (pc.flags >> 8) & 0xffu : 1u;
+  const uint seq0 = gl_WorkGroupID.y * group, g = min(group, pc.n_seq - seq0);
+  const uint pb = GROUPS ? WG / (NS * P) : 1u;
+  const uint first = meta[pc.meta_seq + 4 * seq0 + 1];
+  const uint n = GROUPS ? g : meta[pc.meta_seq + 4 * seq0 + 2];
+  // Phase B layout: set q of NS * P invocations (its first sequence), row i, columns part + P*m
+  // (interleaved: the 4 lanes of a row hit 4 banks).
+  const uint q = tid / (NS * P), row = (tid % (NS * P)) / P, part = tid % P;
+  const bool b_lane = q < min(pb, g);
+  // S is loaded after phase L (its weight registers are free by then).
   // Phases A and C layout: token slot tid / NS of the pass, channel tid % NS.
   const uint c = tid % NS, ch = h * NS + c, lanes_tok = WG / NS;
   const float w0 = vecs[pc.w0 + ch], a0 = vecs[pc.a0 + ch], v0 = vecs[pc.v0 + ch];
@@ -174,14 +229,16 @@ void main() {
     // Passes of phases A and C: only as many as the block's tokens need (one at decode), each
     // with barriers.
     const uint pass_end = (nb + lanes_tok - 1u) / lanes_tok * lanes_tok;
-    const bool fused = LL > 0u && pc.lora != 0;
+    const bool fused = LL > 0u && (pc.flags & kLora) != 0u;
     if (fused) {
       lora_up(first + b0, nb, h);
       barrier();
     }
     if (b0 == 0) {  // in flight together with phase A's loads
-      [[unroll]] for (uint m = 0; m < NS / P; ++m) {
-        S[m] = b_lane ? state[sb + (1 + part + P * m) * D + h * NS + row] : 0.0;
+      if (b_lane) {
+        load_rows(state_base(seq0 + q), h, row, part);
+      } else {
+        [[unroll]] for (uint m = 0; m < NS / P; ++m) S[m] = 0.0;
       }
     }
     // A: per-token, per-channel inputs of the recurrence.
@@ -193,7 +250,7 @@ void main() {
         const float r = act[pc.r_off + o], k = act[pc.k_off + o];
         float v = act[pc.v_off + o];
         const float a = sigmoid(a0 + (fused ? s_la[tt * NS + c] : act[pc.al_off + o]));
-        if (pc.layer0 != 0) {
+        if ((pc.flags & kLayer0) != 0u) {
           act[pc.vf_off + o] = v;
         } else {
           v += (act[pc.vf_off + o] - v) *
@@ -218,23 +275,18 @@ void main() {
       }
     }
     barrier();
-    // B: the recurrence, token after token.
-    for (uint tt = 0; tt < nb && b_lane; ++tt) {
-      const uint base = tt * NS + part;
-      float sa = 0.0;
-      [[unroll]] for (uint m = 0; m < NS / P; ++m) sa -= S[m] * s_kk[base + P * m];
-      sa += subgroupShuffleXor(sa, 1u);
-      sa += subgroupShuffleXor(sa, 2u);
-      const float v = s_v[tt * NS + row];
-      float y = 0.0;
-      [[unroll]] for (uint m = 0; m < NS / P; ++m) {
-        const uint j = base + P * m;
-        S[m] = S[m] * s_w[j] + sa * s_ka[j] + v * s_k[j];
-        y += S[m] * s_r[j];
+    // B: the recurrence, token after token; (GROUPS) a set's sequences one after another, each
+    // its one token.
+    if (GROUPS) {
+      for (uint sq = q; sq < nb && b_lane; sq += pb) {
+        if (sq != q) {
+          store_rows(state_base(seq0 + sq - pb), h, row, part);
+          load_rows(state_base(seq0 + sq), h, row, part);
+        }
+        recur(sq, row, part);
       }
-      y += subgroupShuffleXor(y, 1u);
-      y += subgroupShuffleXor(y, 2u);
-      if (part == 0) s_y[tt * NS + row] = y;
+    } else {
+      for (uint tt = 0; tt < nb && b_lane; ++tt) recur(tt, row, part);
     }
     barrier();
     // C: GroupNorm over the head, bonus, gate.
@@ -268,9 +320,7 @@ void main() {
       barrier();
     }
   }
-  if (b_lane) {
-    [[unroll]] for (uint m = 0; m < NS / P; ++m) {
-      state[sb + (1 + part + P * m) * D + h * NS + row] = S[m];
-    }
+  if (b_lane) {  // (GROUPS) the set's last sequence
+    store_rows(state_base(seq0 + (GROUPS ? q + (g - 1u - q) / pb * pb : 0u)), h, row, part);
   }
 }

@@ -568,10 +568,10 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
              w_.vec(ly.ln_x_b),
              lbase,
              slot_floats,
-             has_value_residual(l) ? 0u : 1u,
+             has_value_residual(l) ? 0u : kWkvLayer0,
              meta_seq()};
   if (fuse_lora) {
-    wk.lora = 1;
+    wk.flags |= kWkvLora;
     wk.hw_off = a_.hw;
     wk.ha_off = a_.ha;
     wk.hv_off = a_.hv;

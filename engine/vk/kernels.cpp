@@ -128,6 +128,9 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   // Invocations per channel in wkv's LoRA up phase (more where the ranks need it): H100, 2.9B
   // Q4_K_M decode, see docs/PERFORMANCE.md.
   wkv_lanes_ = std::bit_floor(std::clamp(env_u32("RWKVD_VK_WKV_LANES", 8), 4u, 16u));
+  // Decode of several sequences: how many share one of wkv's workgroups per head (1: each its
+  // own), see wkv(); at most wkv_sg.comp's block of tokens.
+  wkv_group_ = std::clamp(env_u32("RWKVD_VK_WKV_GROUP", 4), 1u, kWkvBlock);
   // Long chunks (prefill): more tokens per pass of wkv's parallel phases and per block, each pass
   // a memory latency and barriers (H100, see docs/PERFORMANCE.md). $RWKVD_VK_WKV_LONG_* override.
   // (Not on CPU devices, where the idle invocations of a wider workgroup cost time.)
@@ -214,6 +217,7 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
     if (wkv_long_t_ != UINT32_MAX) keys.push_back(wkv_key(head_size, wkv_long_t_, false, 0));
     if (lora_ranks > 0 && wkv_fuses_lora(head_size, lora_ranks)) {
       keys.push_back(wkv_key(head_size, 1, true, lora_ranks));
+      if (wkv_group_ > 1) keys.push_back(wkv_key(head_size, 1, true, lora_ranks, true));
     }
   } else {
     keys.push_back({"wkv", {head_size, head_size}});
@@ -467,8 +471,8 @@ Kernels::WkvLora Kernels::wkv_lora(uint32_t head_size, uint32_t lora_ranks) cons
   return {};
 }
 
-Pipelines::Key Kernels::wkv_key(uint32_t head_size, uint32_t T, bool lora,
-                                uint32_t lora_ranks) const {
+Pipelines::Key Kernels::wkv_key(uint32_t head_size, uint32_t T, bool lora, uint32_t lora_ranks,
+                                bool grouped) const {
   uint32_t lanes = 4, block = kWkvBlock, loads = 0, staged = 1;
   if (lora) {
     const WkvLora l = wkv_lora(head_size, lora_ranks);
@@ -485,7 +489,7 @@ Pipelines::Key Kernels::wkv_key(uint32_t head_size, uint32_t T, bool lora,
       block -= 4;
     }
   }
-  return {"wkv_sg", {lanes * head_size, head_size, block, lanes, loads, staged}};
+  return {"wkv_sg", {lanes * head_size, head_size, block, lanes, loads, staged, grouped ? 1u : 0u}};
 }
 
 bool Kernels::wkv_fuses_lora(uint32_t head_size, uint32_t lora_ranks) const {
@@ -661,25 +665,38 @@ void Kernels::shift(VkCommandBuffer cb, VkDescriptorSet set, const ShiftArgs& a,
   vkCmdDispatch(cb, T, row_slices_ ? shift_quads(a.D) : 1, 1);
 }
 
-void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& a, uint32_t n_head,
+void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& args, uint32_t n_head,
                   uint32_t head_size, uint32_t n_seq, uint32_t T) {
   if (head_size > 256 || (head_size & (head_size - 1)) != 0) {
     throw EngineError("vk wkv: head size must be a power of two <= 256");
   }
-  const uint32_t lora_ranks = a.rank_w + a.rank_a + a.rank_v + a.rank_g;
-  if (a.lora != 0 && !wkv_fuses_lora(head_size, lora_ranks)) {
+  if ((args.flags & ~(kWkvLayer0 | kWkvLora)) != 0) throw EngineError("vk wkv: unknown flags");
+  const uint32_t lora_ranks = args.rank_w + args.rank_a + args.rank_v + args.rank_g;
+  const bool lora = (args.flags & kWkvLora) != 0;
+  if (lora && !wkv_fuses_lora(head_size, lora_ranks)) {
     throw EngineError("vk wkv: the LoRA up products need the subgroup kernel");
   }
-  if (a.y_q8 != kNoQ8 && !wkv_writes_q8(head_size)) {
+  if (args.y_q8 != kNoQ8 && !wkv_writes_q8(head_size)) {
     throw EngineError("vk wkv: this kernel cannot write the int8 form of y");
   }
+  WkvArgs a = args;
+  a.n_seq = n_seq;
+  uint32_t groups = n_seq;
   if (wkv_sg(head_size)) {
-    const Pipelines::Key key = wkv_key(head_size, T, a.lora != 0, lora_ranks);
+    // Sequences of one token each (T == n_seq: every sequence of a chunk has at least one) share
+    // a workgroup per head in groups (wkv_sg.comp GROUPS), which load the LoRA up weights once.
+    const uint32_t group = std::min({wkv_group_, n_seq, kWkvBlock});
+    const bool grouped = lora && T == n_seq && group > 1;
+    if (grouped) {
+      a.flags |= group << 8;
+      groups = ceil_div(n_seq, group);
+    }
+    const Pipelines::Key key = wkv_key(head_size, T, lora, lora_ranks, grouped);
     bind(cb, set, pipes_.get(key.first, key.second), &a, sizeof(a));
   } else {
     bind(cb, set, pipes_.get("wkv", {head_size, head_size}), &a, sizeof(a));
   }
-  vkCmdDispatch(cb, n_head, n_seq, 1);
+  vkCmdDispatch(cb, n_head, groups, 1);
 }
 
 bool Kernels::wkv_writes_q8(uint32_t head_size) const {

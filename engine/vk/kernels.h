@@ -63,14 +63,18 @@ struct ShiftArgs {
 struct WkvArgs {
   uint32_t D, r_off, k_off, v_off, wl_off, al_off, vl_off, g_off, vf_off, y_off;
   uint32_t w0, a0, v0, k_k, k_a, r_k, lnx_w, lnx_b;
-  uint32_t state_base, slot_floats, layer0, meta_seq;
-  // lora = 1: wkv_sg.comp does the LoRA up products (F32 w2, a2, g2, v2 bound as weights 0..3)
-  // from the down outputs at hw_off.. itself; see Kernels::wkv_fuses_lora.
-  uint32_t lora = 0, hw_off = 0, ha_off = 0, hv_off = 0, hg_off = 0;
+  uint32_t state_base, slot_floats;
+  // kWkvLayer0: layer 0 (no value residual); kWkvLora: wkv_sg.comp does the LoRA up products
+  // (F32 w2, a2, g2, v2 bound as weights 0..3) from the down outputs at hw_off.. itself, see
+  // Kernels::wkv_fuses_lora. Kernels::wkv() sets the rest (its sequence groups).
+  uint32_t flags, meta_seq;
+  uint32_t n_seq = 0;  // Kernels::wkv() sets it
+  uint32_t hw_off = 0, ha_off = 0, hv_off = 0, hg_off = 0;
   uint32_t rank_w = 0, rank_a = 0, rank_v = 0, rank_g = 0;
   // y's int8 form (shaders/q8.glsl) too, T rows at this act offset; see wkv_writes_q8().
   uint32_t y_q8 = kNoQ8;
 };
+constexpr uint32_t kWkvLayer0 = 1, kWkvLora = 2;
 
 struct EmbedArgs {
   uint32_t D, row_bytes, x_off, norm_w, norm_b;
@@ -127,7 +131,7 @@ class Kernels {
   // T: the tokens of the forward (long chunks get a variant with more tokens per pass).
   void wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& a, uint32_t n_head,
            uint32_t head_size, uint32_t n_seq, uint32_t T);
-  // Whether wkv() can take WkvArgs::lora = 1 for LoRA ranks summing to lora_ranks (the subgroup
+  // Whether wkv() can take kWkvLora for LoRA ranks summing to lora_ranks (the subgroup
   // kernel, ranks its phase L holds; $RWKVD_VK_FUSE_LORA=0 says no, for comparisons).
   bool wkv_fuses_lora(uint32_t head_size, uint32_t lora_ranks) const;
   void out_ln(VkCommandBuffer cb, VkDescriptorSet set, const OutLnArgs& a);
@@ -161,8 +165,10 @@ class Kernels {
     uint32_t lanes = 0, loads = 0, staged = 1;
   };
   WkvLora wkv_lora(uint32_t head_size, uint32_t lora_ranks) const;
-  // wkv_sg.comp's pipeline for a forward of T tokens, with or without the LoRA up phase.
-  Pipelines::Key wkv_key(uint32_t head_size, uint32_t T, bool lora, uint32_t lora_ranks) const;
+  // wkv_sg.comp's pipeline for a forward of T tokens, with or without the LoRA up phase, with
+  // workgroups of one sequence or (grouped) of a group of one-token sequences.
+  Pipelines::Key wkv_key(uint32_t head_size, uint32_t T, bool lora, uint32_t lora_ranks,
+                         bool grouped = false) const;
   uint32_t mv_rows(uint32_t tokens) const;
   uint32_t mvq_rows(uint32_t tokens) const;  // mvq.comp's rows per subgroup
   uint32_t mv_wg(uint32_t tokens) const;
@@ -202,6 +208,7 @@ class Kernels {
   bool row_slices_ = true;  // shift spreads a token's channels over D / row_wg_ workgroups
   bool wkv_portable_ = false;
   uint32_t wkv_lanes_ = 8;  // $RWKVD_VK_WKV_LANES: the fewest invocations per channel of phase L
+  uint32_t wkv_group_ = 4;  // $RWKVD_VK_WKV_GROUP: one-token sequences a workgroup takes
   // From wkv_long_t_ tokens: invocations per channel and tokens per block of the long variant.
   uint32_t wkv_long_t_ = 33, wkv_long_lanes_ = 16, wkv_long_block_ = 16;
   uint32_t dispatches_ = 0;
