@@ -128,8 +128,8 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   // Invocations per channel in wkv's LoRA up phase (more where the ranks need it): H100, 2.9B
   // Q4_K_M decode, see docs/PERFORMANCE.md.
   wkv_lanes_ = std::bit_floor(std::clamp(env_u32("RWKVD_VK_WKV_LANES", 8), 4u, 16u));
-  // Decode of several sequences: how many share one of wkv's workgroups per head (1: each its
-  // own), see wkv(); at most wkv_sg.comp's block of tokens.
+  // Decode of several sequences: how many at most share one of wkv's workgroups per head (1: each
+  // its own), see wkv(); no more than wkv_sg.comp's block of tokens.
   wkv_group_ = std::clamp(env_u32("RWKVD_VK_WKV_GROUP", 4), 1u, kWkvBlock);
   // Long chunks (prefill): more tokens per pass of wkv's parallel phases and per block, each pass
   // a memory latency and barriers (H100, see docs/PERFORMANCE.md). $RWKVD_VK_WKV_LONG_* override.
@@ -684,8 +684,11 @@ void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& args, 
   uint32_t groups = n_seq;
   if (wkv_sg(head_size)) {
     // Sequences of one token each (T == n_seq: every sequence of a chunk has at least one) share
-    // a workgroup per head in groups (wkv_sg.comp GROUPS), which load the LoRA up weights once.
-    const uint32_t group = std::min({wkv_group_, n_seq, kWkvBlock});
+    // a workgroup per head in groups (wkv_sg.comp GROUPS), which load the LoRA up weights once:
+    // two groups (H100, 2.9B Q4_K_M, tok/s, a workgroup per sequence / groups of 2 / 4 / 8,
+    // alternating, two rounds: gen-4 935, 922 / 954, 951 / 922, 916 / -; gen-8 1596, 1576 /
+    // 1607, 1622 / 1672, 1662 / 1554, 1575), at most wkv_group_ sequences each.
+    const uint32_t group = std::min({wkv_group_, ceil_div(n_seq, 2), kWkvBlock});
     const bool grouped = lora && T == n_seq && group > 1;
     if (grouped) {
       a.flags |= group << 8;
