@@ -26,7 +26,7 @@ struct ServeArgs {
   std::string device = "cpu";
   std::string log_level = "info";
   uint32_t slots = 32;
-  uint32_t max_chunk = 512;
+  uint32_t max_chunk = 1024;
   uint32_t threads = 0;
   uint64_t prefix_cache_mb = 64;
   uint64_t shm_mb = 256;

@@ -104,6 +104,7 @@ ForwardBuffers ForwardBuffers::make(Device& dev, const Rwkv7Hparams& hp, uint32_
   const uint32_t Tc = token_cap;
   b.token_cap = Tc;
   b.seq_cap = seq_cap;
+  b.out_cap = std::min(Tc, std::max(seq_cap, kOutRows));
   lay_out(Tc);
   const auto start = std::chrono::steady_clock::now();
   b.act = Buffer(dev, VkDeviceSize{a.total} * 4, MemKind::kDevice);
@@ -114,7 +115,7 @@ ForwardBuffers ForwardBuffers::make(Device& dev, const Rwkv7Hparams& hp, uint32_
       std::getenv("RWKVD_VK_META_HOST") != nullptr ? MemKind::kUpload : MemKind::kDeviceMapped;
   b.meta = Buffer(dev, (4 * VkDeviceSize{Tc} + 4 * seq_cap + Tc) * 4, meta_kind);
   const auto readback_start = std::chrono::steady_clock::now();
-  b.readback = Buffer(dev, VkDeviceSize{Tc} * (D + hp.n_vocab) * 4, MemKind::kReadback);
+  b.readback = Buffer(dev, VkDeviceSize{b.out_cap} * (D + hp.n_vocab) * 4, MemKind::kReadback);
   b.readback_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - readback_start).count();
   Commands cmds(dev);  // its own pool: this may run on another thread than the Forward's
@@ -134,6 +135,7 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
       hp_(model.hparams()),
       token_cap_(buffers.token_cap),
       seq_cap_(buffers.seq_cap),
+      out_cap_(buffers.out_cap),
       kernels_(dev, pipes),
       act_(std::move(buffers.act)),
       state_(std::move(buffers.state)),

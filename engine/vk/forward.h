@@ -46,14 +46,19 @@ struct ActLayout {
 
 // A Forward's buffers (activations, the state slots, the batch description, the readback),
 // which depend only on the device and the model's shape: a caller can have them made on another
-// thread while it sets up the weights (2.9B on the H100: ~80 ms, 37 of them the readback).
+// thread while it sets up the weights (2.9B on the H100: ~80 ms, 37 of them a readback of 512
+// rows).
 struct ForwardBuffers {
   // token_cap: most tokens per chunk (fewer where the device's storage buffer range cannot hold
   // their activations); seq_cap: most sequences per chunk; n_slots: state slots.
   static ForwardBuffers make(Device& dev, const Rwkv7Hparams& hp, uint32_t token_cap,
                              uint32_t seq_cap, uint32_t n_slots);
+  // Most output rows (logits or embeddings) of one chunk, the readback buffer's rows: a sequence
+  // that wants every token's output gets chunks of at most this many tokens (host-visible memory
+  // is slow to allocate: 256 KB of logits a row), others one row each.
+  static constexpr uint32_t kOutRows = 128;
   ActLayout layout{};
-  uint32_t token_cap = 0, seq_cap = 0;
+  uint32_t token_cap = 0, seq_cap = 0, out_cap = 0;
   Buffer act, state, meta, readback;
   double seconds = 0, readback_seconds = 0;  // their making, and of that the readback's
 };
@@ -70,6 +75,7 @@ class Forward {
 
   uint32_t token_cap() const { return token_cap_; }
   uint32_t seq_cap() const { return seq_cap_; }
+  uint32_t out_cap() const { return out_cap_; }  // output rows a forward may have
   Buffer& meta() { return meta_; }
   // Kernels::choices() as this model uses them (the LoRA fusion also needs F32 LoRA weights).
   std::vector<std::string> kernel_choices() const;
@@ -78,7 +84,7 @@ class Forward {
   uint64_t scratch_bytes() const { return act_.size() + meta_.size() + readback_.size(); }
   uint32_t meta_seq() const { return 4 * token_cap_; }
   uint32_t meta_out() const { return 4 * token_cap_ + 4 * seq_cap_; }
-  VkDeviceSize readback_logits_offset() const { return VkDeviceSize{token_cap_} * hp_.n_embd * 4; }
+  VkDeviceSize readback_logits_offset() const { return VkDeviceSize{out_cap_} * hp_.n_embd * 4; }
 
   // The shape's command buffers, recorded on first use: one per upload segment, so that each
   // can go as soon as its weights are resident, or (whole) one for the forward once all are.
@@ -145,7 +151,7 @@ class Forward {
   WeightStore& w_;
   const Rwkv7Model& model_;
   Rwkv7Hparams hp_;
-  uint32_t token_cap_, seq_cap_;
+  uint32_t token_cap_, seq_cap_, out_cap_;
   Kernels kernels_;
   Buffer act_, state_, meta_, readback_;
   ActLayout a_{};

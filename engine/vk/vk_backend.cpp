@@ -201,10 +201,21 @@ class VkBackendImpl final : public VkBackend {
     const uint32_t cap = forward_->token_cap();
     std::vector<Part> parts;
     uint32_t T = 0;
+    // Output rows the readback buffer still holds: a sequence that wants every token's output
+    // takes at most that many tokens; one that wants its last needs a row where it ends.
+    uint32_t rows_left = forward_->out_cap();
     for (size_t i = 0; i < batch.size() && T < cap && parts.size() < forward_->seq_cap(); ++i) {
       const size_t rem = batch[i].tokens.size() - done[i];
       if (rem == 0) continue;
-      const uint32_t n = static_cast<uint32_t>(std::min<size_t>({rem, opt_.max_chunk, cap - T}));
+      uint32_t n = static_cast<uint32_t>(std::min<size_t>({rem, opt_.max_chunk, cap - T}));
+      const OutputMode m = batch[i].output;
+      if (wants_all(m)) {
+        n = std::min(n, rows_left);
+      } else if (m != OutputMode::kNone && n == rem && rows_left == 0) {
+        n = 0;
+      }
+      if (n == 0) break;  // the next chunk takes it
+      if (m != OutputMode::kNone) rows_left -= wants_all(m) ? n : (n == rem ? 1 : 0);
       parts.push_back({i, T, n});
       T += n;
     }
