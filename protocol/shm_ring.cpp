@@ -132,6 +132,7 @@ std::optional<uint64_t> ShmRing::find_space(uint64_t bytes) const {
 
 std::optional<ShmRing::Allocation> ShmRing::allocate(uint64_t bytes, const std::string& owner,
                                                      Clock::time_point now) {
+  const std::lock_guard lock(mu_);
   if (free_slots_.empty()) return std::nullopt;
   const uint64_t aligned = align_up(std::max<uint64_t>(bytes, 1), kRingAlign);
   const auto pos = find_space(aligned);
@@ -179,6 +180,7 @@ void ShmRing::free_live(std::map<uint64_t, Live>::iterator it) {
 }
 
 bool ShmRing::release(uint64_t lease, const std::string& owner) {
+  const std::lock_guard lock(mu_);
   auto it = live_.find(lease);
   if (it == live_.end() || it->second.owner != owner) return false;
   if (--it->second.refs == 0) free_live(it);
@@ -186,6 +188,7 @@ bool ShmRing::release(uint64_t lease, const std::string& owner) {
 }
 
 bool ShmRing::retain(uint64_t lease, const std::string& owner, Clock::time_point now) {
+  const std::lock_guard lock(mu_);
   auto it = live_.find(lease);
   if (it == live_.end() || it->second.owner != owner) return false;
   it->second.refs += 1;
@@ -194,6 +197,7 @@ bool ShmRing::retain(uint64_t lease, const std::string& owner, Clock::time_point
 }
 
 size_t ShmRing::expire(Clock::time_point now) {
+  const std::lock_guard lock(mu_);
   size_t n = 0;
   for (auto it = live_.begin(); it != live_.end();) {
     auto next = std::next(it);
@@ -207,6 +211,7 @@ size_t ShmRing::expire(Clock::time_point now) {
 }
 
 size_t ShmRing::release_owner(const std::string& owner) {
+  const std::lock_guard lock(mu_);
   size_t n = 0;
   for (auto it = live_.begin(); it != live_.end();) {
     auto next = std::next(it);
@@ -219,12 +224,24 @@ size_t ShmRing::release_owner(const std::string& owner) {
   return n;
 }
 
+uint64_t ShmRing::bytes_in_use() const {
+  const std::lock_guard lock(mu_);
+  return bytes_in_use_;
+}
+
+uint32_t ShmRing::leases_in_use() const {
+  const std::lock_guard lock(mu_);
+  return static_cast<uint32_t>(live_.size());
+}
+
 uint32_t ShmRing::leases_of(const std::string& owner) const {
+  const std::lock_guard lock(mu_);
   const auto it = per_owner_.find(owner);
   return it == per_owner_.end() ? 0 : it->second;
 }
 
 std::optional<ShmRing::Clock::time_point> ShmRing::next_expiry() const {
+  const std::lock_guard lock(mu_);
   std::optional<Clock::time_point> t;
   for (const auto& [lease, l] : live_) {
     if (!t || l.deadline < *t) t = l.deadline;

@@ -5,12 +5,15 @@
 // slot table; the data area follows, page aligned. The worker is the only writer: it allocates a
 // slot per result tensor, and the client that got the lease reads it in place (mapped read-only)
 // and releases it. A lease is reference-counted (retain/release); one a client forgets expires.
-// Every slot reuse bumps the slot's generation so a stale reference is detectable.
+// Every slot reuse bumps the slot's generation so a stale reference is detectable. The methods
+// are thread-safe: the worker's engine thread writes large results straight into leases it takes
+// while the server thread takes, renews and frees others.
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -85,8 +88,8 @@ class ShmRing {
   // Frees every lease of an owner (a client known to be gone).
   size_t release_owner(const std::string& owner);
 
-  uint64_t bytes_in_use() const { return bytes_in_use_; }
-  uint32_t leases_in_use() const { return static_cast<uint32_t>(live_.size()); }
+  uint64_t bytes_in_use() const;
+  uint32_t leases_in_use() const;
   // Leases one owner holds now (the worker caps them per client).
   uint32_t leases_of(const std::string& owner) const;
   std::optional<Clock::time_point> next_expiry() const;
@@ -112,6 +115,7 @@ class ShmRing {
   struct Mapping;
   std::unique_ptr<Mapping> map_;
   std::string name_;
+  mutable std::mutex mu_;  // guards what follows the header pointers (leases, slots, cursor)
   RingHeader* header_ = nullptr;
   RingSlot* slots_ = nullptr;
   char* base_ = nullptr;

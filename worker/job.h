@@ -31,6 +31,8 @@ struct Outgoing {
   bool shm_ok = false;
   bool final = true;  // false for stream chunks (latency is counted on the final one)
   Clock::time_point received;
+  // Tensors the engine thread already wrote into ring leases of the client (Scheduler::Reserve).
+  std::vector<std::pair<std::string, protocol::Value>> placed;
 };
 
 }  // namespace rwkvd::worker

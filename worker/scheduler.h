@@ -21,6 +21,7 @@
 
 #include "engine/backend.h"
 #include "engine/cpu/thread_pool.h"
+#include "protocol/shm_ring.h"
 #include "worker/job.h"
 #include "worker/options.h"
 #include "worker/prefix_cache.h"
@@ -33,8 +34,13 @@ namespace rwkvd::worker {
 class Scheduler {
  public:
   using Post = std::function<void(Outgoing)>;
+  // A ring lease of `bytes` for a client's result, nullopt where it gets none now (no ring, over
+  // its cap, full): the engine thread writes a state straight into it (no copy on the server
+  // thread). Called on the engine thread.
+  using Reserve = std::function<std::optional<protocol::ShmRing::Allocation>(
+      const std::string& client, uint64_t bytes)>;
   Scheduler(engine::Backend& backend, const TextCodec* codec, const ServeOptions& options,
-            Stats& stats, Post post);
+            Stats& stats, Post post, Reserve reserve = {});
   ~Scheduler();
 
   void start();
@@ -72,7 +78,9 @@ class Scheduler {
   void fail_all(protocol::ErrorCode code, const std::string& msg);
   void reply_error(const Job& job, protocol::ErrorCode code, const std::string& msg);
   void emit_chunk(Task& t);
-  engine::Tensor state_tensor(std::vector<float> data) const;
+  // The reply's "state": `read` fills it, in a ring lease of the client where it asked for
+  // shared memory and gets one (Reserve), else in a tensor the server places.
+  void attach_state(Outgoing& o, const std::function<void(std::span<float>)>& read);
   void publish_gauges();
 
   engine::Backend& backend_;
@@ -80,6 +88,7 @@ class Scheduler {
   ServeOptions opt_;
   Stats& stats_;
   Post post_;
+  Reserve reserve_;
   SlotPool slots_;
   Sessions sessions_;
   PrefixCache prefix_;

@@ -101,8 +101,9 @@ void Server::bind() {
   wake_push_.set(zmq::sockopt::linger, 0);
   wake_push_.connect(wake_endpoint_);
   timed_ = std::make_unique<TimedBackend>(*backend_, stats_);
-  scheduler_ = std::make_unique<Scheduler>(*timed_, codec_.get(), opt_, stats_,
-                                           [this](Outgoing o) { post(std::move(o)); });
+  scheduler_ = std::make_unique<Scheduler>(
+      *timed_, codec_.get(), opt_, stats_, [this](Outgoing o) { post(std::move(o)); },
+      [this](const std::string& client, uint64_t bytes) { return lease_for(client, bytes); });
   scheduler_->start();
   reader_ = std::make_unique<StateReader>(kStateReaders, [this] { wake(); });
   spdlog::info("listening on {}", opt_.endpoint);
@@ -188,12 +189,27 @@ bool Server::place_tensors(Outgoing& o, bool force_inline) {
     }
   }
   for (auto& [name, v] : placed) o.body.set(name, std::move(v));
+  for (auto& [name, v] : o.placed) o.body.set(name, std::move(v));
   o.tensors.clear();
+  o.placed.clear();
   return true;
 }
 
+std::optional<protocol::ShmRing::Allocation> Server::lease_for(const std::string& client,
+                                                               uint64_t bytes) {
+  // The rules of place_tensors(): the ring holds it and the client is under its lease cap (else
+  // the tensor takes that path: inline, or parked while the ring is full).
+  if (!ring_ || bytes > ring_->data_bytes() ||
+      ring_->leases_of(client) >= opt_.max_leases_per_client) {
+    return std::nullopt;
+  }
+  auto a = ring_->allocate(bytes, client);
+  if (a) stats_.shm_event("allocations");
+  return a;
+}
+
 void Server::deliver(Outgoing o, bool force_inline) {
-  if (!o.tensors.empty() && !place_tensors(o, force_inline)) {
+  if ((!o.tensors.empty() || !o.placed.empty()) && !place_tensors(o, force_inline)) {
     stats_.shm_event("waits");
     parked_.push_back({std::move(o), Clock::now() + std::chrono::milliseconds(opt_.shm_wait_ms)});
     return;

@@ -57,6 +57,8 @@ class Server {
   void finish_reads();
   void wake();            // the server thread's poll returns (any thread)
   void post(Outgoing o);  // engine thread
+  // A ring lease for a result the engine thread writes itself (Scheduler::Reserve); any thread.
+  std::optional<protocol::ShmRing::Allocation> lease_for(const std::string& client, uint64_t bytes);
   void deliver(Outgoing o, bool force_inline);
   bool place_tensors(Outgoing& o, bool force_inline);
   void send(const std::string& client, const protocol::Value& body);

@@ -195,11 +195,14 @@ void Sessions::copy_into(Session& src, Session& dst) {
   }
 }
 
-std::vector<float> Sessions::read_state(Session& s) {
-  std::vector<float> out(backend_.hparams().state_floats(), 0.0f);
-  if (s.where == Session::Where::kSlot) backend_.read_state(s.slot, out);
-  if (s.where == Session::Where::kHost) out = s.host;
-  return out;
+void Sessions::read_state(Session& s, std::span<float> out) {
+  if (s.where == Session::Where::kSlot) {
+    backend_.read_state(s.slot, out);
+  } else if (s.where == Session::Where::kHost) {
+    std::copy(s.host.begin(), s.host.end(), out.begin());
+  } else {
+    std::fill(out.begin(), out.end(), 0.0f);
+  }
 }
 
 void Sessions::write_state(Session& s, std::span<const float> state) {

@@ -64,7 +64,8 @@ class Sessions {
   bool make_resident(Session& s);
   // A free slot, evicting an idle session if needed; nullopt when all are busy.
   std::optional<uint32_t> acquire_slot();
-  std::vector<float> read_state(Session& s);
+  // The session's state into `out` (state_floats), from its slot or from host memory.
+  void read_state(Session& s, std::span<float> out);
   void write_state(Session& s, std::span<const float> state);
   // Closes sessions idle for longer than `idle`; returns how many.
   size_t reap_idle(std::chrono::steady_clock::time_point now, std::chrono::seconds idle);

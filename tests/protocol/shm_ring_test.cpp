@@ -2,8 +2,11 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <thread>
+#include <vector>
 
 #include "protocol/shm_ring.h"
 
@@ -57,6 +60,39 @@ TEST(ShmRing, AllocateWriteReadRelease) {
   EXPECT_FALSE(reader->current(a->ref));
   EXPECT_THROW(reader->resolve(a->ref), ProtocolError);
   EXPECT_EQ(ring->bytes_in_use(), 0u);
+}
+
+// The worker's engine thread takes leases for the states it writes (worker/scheduler.cpp) while
+// the server thread takes, releases and expires others: two threads at once, each writing its
+// own pattern into its leases, must never share bytes, and every lease comes back.
+TEST(ShmRing, TwoThreadsTakeAndReleaseLeases) {
+  auto ring = small_ring(16, 1u << 20);
+  auto worker = [&](const std::string& owner, float mark, int& clashes) {
+    std::vector<ShmRing::Allocation> held;
+    for (int i = 0; i < 4000; ++i) {
+      if (auto a = ring->allocate(4096 + 64 * (i % 7), owner)) {
+        std::fill(a->data, a->data + 1024, mark);
+        held.push_back(*a);
+      }
+      if (held.size() > 3 || (i % 5 == 0 && !held.empty())) {
+        const ShmRing::Allocation a = held.front();
+        held.erase(held.begin());
+        clashes += std::count_if(a.data, a.data + 1024, [&](float v) { return v != mark; });
+        if (!ring->release(a.ref.lease, owner)) clashes += 1;
+      }
+      if (i % 100 == 0) ring->expire();
+    }
+    for (const auto& a : held) ring->release(a.ref.lease, owner);
+  };
+  int clashes_a = 0, clashes_b = 0;
+  std::thread a([&] { worker("server", 1.0f, clashes_a); });
+  std::thread b([&] { worker("engine", 2.0f, clashes_b); });
+  a.join();
+  b.join();
+  EXPECT_EQ(clashes_a, 0);
+  EXPECT_EQ(clashes_b, 0);
+  EXPECT_EQ(ring->bytes_in_use(), 0u);
+  EXPECT_EQ(ring->leases_in_use(), 0u);
 }
 
 TEST(ShmRing, GenerationBumpsOnReuseAndLeasesDiffer) {
