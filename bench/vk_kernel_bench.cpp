@@ -267,6 +267,10 @@ void BM_Product(benchmark::State& state) {
     state.SkipWithError("the device runs no tensor-core product here");
     return;
   }
+  if (form == 2 && gpu().kernels.splits_inputs(type)) {
+    state.SkipWithError("tensor cores take this type's float inputs (split in two halves)");
+    return;
+  }
   Product p(type, K, static_cast<uint32_t>(state.range(2)), T, form);
   state.SetLabel(std::string(ggml_traits(type).name) + (state.range(4) ? " barrier" : " overlap") +
                  (form == 1   ? " int8"

@@ -13,6 +13,13 @@
 //
 // Precision: tensor_core.glsl's (operands rounded to fp16, inputs scaled by 2^-8).
 //
+// MC_SPLIT (F16 weights, which fp16 holds exactly): each input goes in as two fp16 halves, hi (x
+// with its mantissa cut to fp16's) and lo = fp16((x - hi) * 2^10), multiplied with the same
+// weights into two sets of fp32 accumulators, y = acc_hi + acc_lo * 2^-10: ~21 bits of each
+// input instead of fp16's 11, so F16 models keep float32's precision (their fixtures' bound) on
+// tensor cores. hi comes from bit operations: as fp16(x), the driver's compiler may fold
+// x - unpackHalf(packHalf(x)) to 0 (on the H100 the product then had fp16's error).
+//
 // X16 (specialization constant 1): x_off names the inputs' fp16 form, already scaled (h16.comp),
 // rather than their floats: half the bytes, and the tile loader stores them as they come. Every
 // row tile reads all the tokens' inputs, so in float32 they were most of the product's traffic. Float models keep the fp32 kernels (mt.comp), whose
@@ -49,9 +56,23 @@ layout(constant_id = 1) const bool X16 = false;
 // (2560 outputs: 40) leaves the GPU with ~2 workgroups an SM, too few to hide the step loop's
 // latencies; ksplit workgroups then share each tile, each over a contiguous 1 / ksplit of K,
 // and write their fp32 sums for mc_sum.comp to add in a fixed order (deterministic).
+#ifdef MC_SPLIT
+const uint kHalves = 2u;  // the inputs' tiles: hi, then lo
+const float kLoScale = 1024.0;  // |lo| < |x|: no overflow where x is near fp16's largest
+
+// x's high half: its mantissa cut to fp16's 10 bits (so fp16 holds it exactly), 0 below fp16's
+// normal range, where lo takes all of x.
+vec4 split_hi(vec4 x) {
+  const vec4 t = uintBitsToFloat(floatBitsToUint(x) & 0xFFFFE000u);
+  return mix(vec4(0), t, greaterThanEqual(abs(x), vec4(1.0 / 16384.0)));
+}
+#else
+const uint kHalves = 1u;
+#endif
 const uint kStride = BK / 8 + 1;
 const uint kCStride = BM + 4;  // floats per token row of the fp32 result tile
-const uint kW = 0, kX = BM * kStride, kTiles = (BM + BN) * kStride, kC = BN * kCStride / 4u;
+const uint kW = 0, kX = BM * kStride, kXLo = kX + BN * kStride;
+const uint kTiles = (BM + kHalves * BN) * kStride, kC = BN * kCStride / 4u;
 #include "product.glsl"
 
 // [row][k] at kW: B as a column-major K x BM matrix; [token][k] at kX: A, row-major BN x K;
@@ -82,9 +103,15 @@ void main() {
   const uint sg = gl_SubgroupID, qt = sg / RQ, qr = sg % RQ;
 
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc[FT][2];
+#ifdef MC_SPLIT
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc_lo[FT][2];
+#endif
   [[unroll]] for (uint i = 0; i < FT; ++i) {
     [[unroll]] for (uint j = 0; j < 2; ++j) {
       acc[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+#ifdef MC_SPLIT
+      acc_lo[i][j] = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+#endif
     }
   }
 
@@ -117,8 +144,15 @@ void main() {
 #endif
       stage_piece(raw, 2u * q + wp, q, kW + wr * kStride);
       [[unroll]] for (uint j = 0; j < XU; ++j) {
+#ifdef MC_SPLIT
+        const vec4 a = xv[2u * j] * kInScale, b = xv[2u * j + 1u] * kInScale;
+        const vec4 ha = split_hi(a), hb = split_hi(b);
+        smem[kX + xt * kStride + XU * xh + j] = pack8(ha, hb);
+        smem[kXLo + xt * kStride + XU * xh + j] = pack8((a - ha) * kLoScale, (b - hb) * kLoScale);
+#else
         smem[kX + xt * kStride + XU * xh + j] =
             X16 ? xu[j] : pack8(xv[2u * j] * kInScale, xv[2u * j + 1u] * kInScale);
+#endif
       }
     }
     barrier();
@@ -149,11 +183,25 @@ void main() {
       [[unroll]] for (uint i = 0; i < FT; ++i) {
         [[unroll]] for (uint j = 0; j < 2; ++j) acc[i][j] = coopMatMulAddNV(a[i], b[j], acc[i][j]);
       }
+#ifdef MC_SPLIT
+      [[unroll]] for (uint i = 0; i < FT; ++i) {
+        coopMatLoadNV(a[i], smem, kXLo + (BN / 2u * qt + 16u * i) * kStride + 2u * kk, kStride,
+                      false);
+      }
+      [[unroll]] for (uint i = 0; i < FT; ++i) {
+        [[unroll]] for (uint j = 0; j < 2; ++j) {
+          acc_lo[i][j] = coopMatMulAddNV(a[i], b[j], acc_lo[i][j]);
+        }
+      }
+#endif
     }
     barrier();
   }
   [[unroll]] for (uint i = 0; i < FT; ++i) {
     [[unroll]] for (uint j = 0; j < 2; ++j) {
+#ifdef MC_SPLIT
+      acc[i][j] = acc[i][j] + acc_lo[i][j] * (1.0 / kLoScale);
+#endif
       coopMatStoreNV(acc[i][j], smem,
                      ((BN / 2u * qt + 16u * i) * kCStride + 32u * qr + 16u * j) / 4u,
                      kCStride / 4u, false);

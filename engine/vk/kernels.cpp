@@ -116,6 +116,8 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   // (Their producers, the shifts, write the fp16 and int8 forms with shuffles.)
   coopmat_ = dev.features().coopmat && dev.features().subgroup_shuffle;
   half_inputs_ = env_u32("RWKVD_VK_HALF_INPUTS", 1) != 0;
+  // F16 weights on tensor cores from split inputs (mc.comp MC_SPLIT); 0: the fp32 mt.comp.
+  f16_split_ = env_u32("RWKVD_VK_F16_SPLIT", 1) != 0;
   mc_small_grid_ = env_u32("RWKVD_VK_MC_SMALL_GRID", 256);
   mc_rows_ = env_u32("RWKVD_VK_MC_ROWS", 0);      // 64 or 128 forces a tile height; 0: mc_rows()
   mc_tokens_ = env_u32("RWKVD_VK_MC_TOKENS", 0);  // 32 or 64 forces a tile width; 0: by grid
@@ -176,14 +178,18 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
     const std::string ts = weight_type_suffix(t);
     keys.push_back({subgroup_variant("mm_" + ts), {wg_, kTokenTile}});
     keys.push_back({"mt_" + ts, {}});
-    if (coopmat_ && (!is_float_type(t) || t == GgmlType::F32)) {  // F32: MmSlot::half_ok
+    // F32: MmSlot::half_ok; F16: inputs split in two halves (mc.comp MC_SPLIT).
+    if (coopmat_ && (!is_float_type(t) || t == GgmlType::F32 || splits_inputs(t))) {
       for (const uint32_t rows : {64u, 128u}) {
-        if (mc_rows_ != 0 ? rows != mc_rows_ : rows == 128 && t != GgmlType::Q4_K) continue;
+        if (rows != mc_rows(t, 0, 0, 0) && (mc_rows_ != 0 || t != GgmlType::Q4_K)) continue;
         // The forward's products read the fp16 form of their inputs, but for the LoRA up ones
         // (F32, float inputs): only the variants it uses (each costs start-up time when no
         // pipeline cache has it).
         for (const bool x16 : {false, true}) {
-          if (x16 ? !half_inputs_ : half_inputs_ && t != GgmlType::F32) continue;
+          if (x16 ? !half_inputs_ || splits_inputs(t)
+                  : half_inputs_ && t != GgmlType::F32 && !splits_inputs(t)) {
+            continue;
+          }
           if (mc_tokens_ == 32 || mc_tokens_ == 64) {
             keys.push_back(mc_key(t, rows, mc_tokens_, x16));
             continue;
@@ -307,7 +313,7 @@ void Kernels::quantize_q8(VkCommandBuffer cb, VkDescriptorSet set, uint32_t K, u
 }
 
 bool Kernels::reads_h16(GgmlType type, std::span<const MmSlot> slots, uint32_t T) const {
-  return half_inputs_ && !slots.empty() &&
+  return half_inputs_ && !splits_inputs(type) && !slots.empty() &&
          std::all_of(slots.begin(), slots.end(), [&](const MmSlot& s) {
            return s.h16_off != kNoQ8 && uses_coopmat(type, s.K, T, s.half_ok);
          });
@@ -340,8 +346,13 @@ void Kernels::to_half(VkCommandBuffer cb, VkDescriptorSet set, uint32_t T,
 bool Kernels::uses_coopmat(GgmlType type, uint32_t K, uint32_t T, bool half_ok) const {
   if (!coopmat_ || K % kCoopmatK != 0) return false;
   if (few_on_coopmat(T)) return !is_float_type(type);
-  const bool typed = !is_float_type(type) || (half_ok && type == GgmlType::F32);
+  const bool typed =
+      !is_float_type(type) || (half_ok && type == GgmlType::F32) || splits_inputs(type);
   return typed && T > mv_max_t_ && T >= mt_min_t_;
+}
+
+bool Kernels::splits_inputs(GgmlType type) const {
+  return type == GgmlType::F16 && f16_split_;
 }
 
 bool Kernels::mcd_on() const {
@@ -425,6 +436,7 @@ std::string Kernels::mc_name(GgmlType type, uint32_t rows, uint32_t tokens) cons
 }
 
 uint32_t Kernels::mc_rows(GgmlType type, uint32_t max_n, uint32_t T, uint32_t n_slots) const {
+  if (splits_inputs(type)) return 64;  // a 128-row tile with two input tiles: too many registers
   if (mc_rows_ == 64 || mc_rows_ == 128) return mc_rows_;
   // 128-row tiles read the tokens' inputs half as often, but make half the workgroups: H100,
   // 512 tokens, Q4_K 2560 -> 10240 (640 of them) 444 -> 353 us; 10240 -> 2560 (160) 479 -> 497;
@@ -615,7 +627,6 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       if (split > 1) {
         pc.ksplit = split;
         pc.part_off = slots[0].part_off;
-        pc.part_width = slots[0].part_width;
         pc.part_width = slots[0].part_width;
       }
       bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));

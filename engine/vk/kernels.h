@@ -149,6 +149,9 @@ class Kernels {
   // for a few tokens: fp16 operands, see tensor_core.glsl) rather than in fp32 or on int8
   // inputs; F32 weights only with half_ok (MmSlot::half_ok) and many tokens.
   bool uses_coopmat(GgmlType type, uint32_t K, uint32_t T, bool half_ok = false) const;
+  // Whether its tensor-core products take the inputs as two fp16 halves (F16 weights: float32's
+  // precision, see mc.comp MC_SPLIT) rather than one.
+  bool splits_inputs(GgmlType type) const;
 
   uint32_t dispatches() const { return dispatches_; }  // recorded so far (for reports/tests)
   // The variants this device gets ("decode_matvec", "tensor_cores", "wkv_subgroup", ...); what
@@ -227,6 +230,7 @@ class Kernels {
   uint32_t mt_min_t_ = 9;
   bool coopmat_ = false;     // the device has mc.comp's matrices (DeviceFeatures::coopmat)
   bool half_inputs_ = true;  // $RWKVD_VK_HALF_INPUTS=0: mc.comp reads floats (comparison only)
+  bool f16_split_ = true;    // $RWKVD_VK_F16_SPLIT=0: F16 weights on mt.comp (comparison only)
   // mc.comp takes 32-token tiles when 64-token ones would make fewer workgroups than this
   // ($RWKVD_VK_MC_SMALL_GRID; 0 never, a huge value always).
   uint32_t mc_small_grid_ = 256;

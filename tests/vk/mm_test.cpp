@@ -221,7 +221,11 @@ void check_product(VkRig& rig, GgmlType type, uint32_t T, uint32_t K, bool subgr
       const bool half_ok = half_too && run >= 2;
       const bool via_h16 = run >= 4;
       if (run >= 2 && run < 4 && !half_too) continue;
-      if (via_h16 && !rig.kernels->uses_coopmat(type, K, T, half_ok)) continue;
+      // (F16 weights take float inputs to split them in two halves: no fp16 form.)
+      if (via_h16 &&
+          (!rig.kernels->uses_coopmat(type, K, T, half_ok) || rig.kernels->splits_inputs(type))) {
+        continue;
+      }
       const std::vector<float> prev = random_floats(at, 99);
       std::memcpy(rig.act.mapped(), prev.data(), prev.size() * 4);
       std::memcpy(rig.act.mapped(), x.data(), x.size() * 4);
@@ -243,9 +247,10 @@ void check_product(VkRig& rig, GgmlType type, uint32_t T, uint32_t K, bool subgr
       }
       rig.run([&](VkCommandBuffer cb) { rig.kernels->mm(cb, set, type, slots, T); });
       // Up to 16 tokens tensor cores (mcd.comp) take only the fp16 form; from 17 mc.comp takes
-      // floats too.
-      const bool fp16 = via_h16 || (T > 16 && rig.kernels->uses_coopmat(type, K, T, half_ok));
-      if (fp16) ran_coopmat = true;
+      // floats too. F16 weights there take the inputs as two halves: held to the float bound.
+      const bool cores = T > 16 && rig.kernels->uses_coopmat(type, K, T, half_ok);
+      const bool fp16 = via_h16 || (cores && !rig.kernels->splits_inputs(type));
+      if (via_h16 || cores) ran_coopmat = true;
       for (int s = 0; s < 4; ++s) {
         for (uint32_t t = 0; t < T; ++t) {
           for (uint32_t o = 0; o < Ns[s]; ++o) {
