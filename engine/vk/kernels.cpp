@@ -556,26 +556,32 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
   if (hout && !writes_h16(type, slots, T)) {
     throw EngineError("vk mm: this product cannot write its output's fp16 form");
   }
-  if (k32 && !qout && few_on_coopmat(T) && reads_h16(type, slots, T)) {
-    for (size_t i = 0; i < slots.size(); ++i) {
-      pc.x_off[i] = slots[i].h16_off;
-      pc.yq_off[i] = slots[i].yh_off;
-    }
-    const Pipelines::Key key = mcd_key(type);
-    const uint32_t split = mcd_split(slots);
+  const auto n_slots = static_cast<uint32_t>(slots.size());
+  // Tensor-core products: `key` over gx x gy workgroups a slot and part of K; with split-K parts
+  // (mc_split, mcd_split) mc_sum.comp then adds their partial sums in order, through the
+  // epilogue.
+  const auto dispatch_parts = [&](const Pipelines::Key& key, uint32_t split, uint32_t gx,
+                                  uint32_t gy) {
     if (split > 1) {
       pc.ksplit = split;
       pc.part_off = slots[0].part_off;
       pc.part_width = slots[0].part_width;
     }
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
-    vkCmdDispatch(cb, ceil_div(max_n, kMcdRows), ceil_div(T, kMcdTokens),
-                  static_cast<uint32_t>(slots.size()) * split);
-    if (split > 1) {  // the parts' sums, in order, through the epilogue
+    vkCmdDispatch(cb, gx, gy, n_slots * split);
+    if (split > 1) {
       compute_barrier(cb);
       bind(cb, set, pipes_.get("mc_sum", {kMcSumWg}), &pc, sizeof(pc));
-      vkCmdDispatch(cb, ceil_div(T * max_n, kMcSumWg), static_cast<uint32_t>(slots.size()), 1);
+      vkCmdDispatch(cb, ceil_div(T * max_n, kMcSumWg), n_slots, 1);
     }
+  };
+  if (k32 && !qout && few_on_coopmat(T) && reads_h16(type, slots, T)) {
+    for (size_t i = 0; i < slots.size(); ++i) {
+      pc.x_off[i] = slots[i].h16_off;
+      pc.yq_off[i] = slots[i].yh_off;
+    }
+    dispatch_parts(mcd_key(type), mcd_split(slots), ceil_div(max_n, kMcdRows),
+                   ceil_div(T, kMcdTokens));
     return;
   }
   if (k32 && T <= mv_max_t_) {
@@ -601,7 +607,6 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     return;
   }
   if (k32 && T >= mt_min_t_) {  // (mv took every T <= mv_max_t_ above)
-    const uint32_t n_slots = static_cast<uint32_t>(slots.size());
     if (coopmat) {
       // 32-token tiles where 64-token ones would leave the GPU short of invocations (a 128-row
       // workgroup has twice a 64-row one's: H100, 512 tokens, Q4_K 2560 -> 10240 on 128 rows,
@@ -623,19 +628,8 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       if (x16) {
         for (size_t i = 0; i < slots.size(); ++i) pc.x_off[i] = slots[i].h16_off;
       }
-      const Pipelines::Key key = mc_key(type, rows, tokens, x16);
-      if (split > 1) {
-        pc.ksplit = split;
-        pc.part_off = slots[0].part_off;
-        pc.part_width = slots[0].part_width;
-      }
-      bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
-      vkCmdDispatch(cb, ceil_div(max_n, rows), ceil_div(T, tokens), n_slots * split);
-      if (split > 1) {  // the parts' sums, in order, through the epilogue
-        compute_barrier(cb);
-        bind(cb, set, pipes_.get("mc_sum", {kMcSumWg}), &pc, sizeof(pc));
-        vkCmdDispatch(cb, ceil_div(T * max_n, kMcSumWg), n_slots, 1);
-      }
+      dispatch_parts(mc_key(type, rows, tokens, x16), split, ceil_div(max_n, rows),
+                     ceil_div(T, tokens));
       return;
     }
     bind(cb, set, pipes_.get("mt_" + weight_type_suffix(type), {}), &pc, sizeof(pc));
