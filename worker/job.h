@@ -35,4 +35,18 @@ struct Outgoing {
   std::vector<std::pair<std::string, protocol::Value>> placed;
 };
 
+// The successful reply to `job` (fields and tensors still to add). shm_ok: its tensors may go
+// into the client's ring (the request allowed it); final: false for a stream chunk.
+inline Outgoing ok_reply_to(const Job& job, bool shm_ok, bool final = true) {
+  Outgoing o;
+  o.client = job.client;
+  o.id = job.req.id;
+  o.op = job.req.op;
+  o.body = protocol::ok_reply(job.req.id);
+  o.shm_ok = shm_ok;
+  o.final = final;
+  o.received = job.received;
+  return o;
+}
+
 }  // namespace rwkvd::worker

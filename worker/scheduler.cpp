@@ -182,8 +182,7 @@ void Scheduler::accept(Job job) {
       return;
     }
     Session& s = *opened;
-    Outgoing o{job.client, job.req.id,   op, protocol::ok_reply(job.req.id), {}, false,
-               true,       job.received, {}};
+    Outgoing o = ok_reply_to(job, false);
     o.body.set("session", Value(s.id));
     queued_ -= 1;
     post_(std::move(o));
@@ -265,8 +264,7 @@ void Scheduler::cancel(const Job& job) {
                 "no request " + std::to_string(target) + " of this client is in flight");
     return;
   }
-  Outgoing o{job.client, job.req.id,   job.req.op, protocol::ok_reply(job.req.id), {}, false,
-             true,       job.received, {}};
+  Outgoing o = ok_reply_to(job, false);
   o.body.set("cancelled", Value(true));
   queued_ -= 1;
   post_(std::move(o));
@@ -274,15 +272,7 @@ void Scheduler::cancel(const Job& job) {
 
 void Scheduler::run_control(Task& t) {
   Session& s = *sessions_.find(t.job.req.session);
-  Outgoing o{t.job.client,
-             t.job.req.id,
-             t.job.req.op,
-             protocol::ok_reply(t.job.req.id),
-             {},
-             t.job.req.shm,
-             true,
-             t.job.received,
-             {}};
+  Outgoing o = ok_reply_to(t.job, t.job.req.shm);
   switch (t.job.req.op) {
     case Op::kSessionClose:
       sessions_.close(s.id);
@@ -406,15 +396,7 @@ void Scheduler::emit_chunk(Task& t) {
     }
   }
   safe = std::max(safe, t.text_sent);
-  Outgoing o{t.job.client,
-             t.job.req.id,
-             t.job.req.op,
-             protocol::ok_reply(t.job.req.id),
-             {},
-             false,
-             false,
-             t.job.received,
-             {}};
+  Outgoing o = ok_reply_to(t.job, false, false);
   o.body.set("more", Value(true));
   Value::Array toks(t.out_tokens.begin() + static_cast<std::ptrdiff_t>(t.tokens_sent),
                     t.out_tokens.end());
@@ -437,8 +419,7 @@ void Scheduler::finish(Task& t) {
     release_task(t);
     return;
   }
-  Outgoing o{t.job.client, req.id,         req.op, protocol::ok_reply(req.id), {}, req.shm,
-             true,         t.job.received, {}};
+  Outgoing o = ok_reply_to(t.job, req.shm);
   if (req.stream) o.body.set("more", Value(false));
   if (t.kind == Task::Kind::kGenerate) {
     const size_t from = req.stream ? t.tokens_sent : 0;
@@ -723,15 +704,7 @@ void Scheduler::dispatch_embeds() {
       if (e.cancelled && !e.silent) {
         reply_error(e.job, ErrorCode::kCancelled, "cancelled");
       } else if (complete && !e.silent) {
-        Outgoing o{e.job.client,
-                   e.job.req.id,
-                   e.job.req.op,
-                   protocol::ok_reply(e.job.req.id),
-                   {},
-                   e.job.req.shm,
-                   true,
-                   e.job.received,
-                   {}};
+        Outgoing o = ok_reply_to(e.job, e.job.req.shm);
         Value::Array n;
         for (const auto& in : e.job.req.inputs) n.emplace_back(in.tokens.size());
         o.body.set("n_tokens", Value(std::move(n)));
