@@ -89,7 +89,8 @@ vec4 lora_weight(uint f, uint ch, uvec4 n) {
 void lora_up(uint t0, uint nb, uint h) {
   const uint tid = gl_LocalInvocationID.x, ch = tid / PL, part = tid % PL;
   // layer 0 has no value residual: its v rows are never read.
-  const uvec4 n = uvec4(pc.rank_w, pc.rank_a, pc.rank_g, (pc.flags & kLayer0) != 0u ? 0u : pc.rank_v) / 4u;
+  const uint rank_v = (pc.flags & kLayer0) != 0u ? 0u : pc.rank_v;
+  const uvec4 n = uvec4(pc.rank_w, pc.rank_a, pc.rank_g, rank_v) / 4u;
   const uint n_all = n.x + n.y + n.z + n.w, lch = h * NS + ch;
   vec4 w[LL > 0u ? LL : 1u];
   [[unroll]] for (uint i = 0; i < LL; ++i) {

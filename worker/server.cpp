@@ -198,7 +198,8 @@ bool Server::place_tensors(Outgoing& o, bool force_inline) {
 std::optional<protocol::ShmRing::Allocation> Server::lease_for(const std::string& client,
                                                                uint64_t bytes) {
   // The rules of place_tensors(): the ring holds it and the client is under its lease cap (else
-  // the tensor takes that path: inline, or parked while the ring is full).
+  // the tensor takes that path: inline, or parked while the ring is full). The server thread may
+  // take a lease of the same client between the check and the allocation: the cap holds to one.
   if (!ring_ || bytes > ring_->data_bytes() ||
       ring_->leases_of(client) >= opt_.max_leases_per_client) {
     return std::nullopt;
