@@ -458,6 +458,7 @@ std::vector<std::string> Kernels::choices(uint32_t head_size) const {
   }
   if (mv_max_t_ > 0) out.push_back("decode_matvec");
   if (coopmat_) out.push_back("tensor_cores");
+  if (coopmat_ && splits_inputs(GgmlType::F16)) out.push_back("tensor_cores_f16_split_inputs");
   if (mcd_on()) out.push_back("tensor_cores_decode");
   if (dev_.features().int_dot && mv_max_t_ > 0) {
     out.push_back(dev_.features().int_dot_fast ? "int8_decode" : "int8_decode_emulated");

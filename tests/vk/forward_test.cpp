@@ -250,6 +250,8 @@ TEST_F(VkForward, ReportsLoadTimesAndDispatches) {
   const vk::DeviceFeatures& df = dev.features();
   EXPECT_EQ(has("subgroup_size=" + std::to_string(df.subgroup_size)), df.subgroup_arith);
   EXPECT_EQ(has("tensor_cores"), df.coopmat);
+  // F16 weights on tensor cores from split inputs wherever there are tensor cores (by default).
+  EXPECT_EQ(has("tensor_cores_f16_split_inputs"), has("tensor_cores"));
   EXPECT_EQ(has("transfer_queue"), dev.dedicated_transfer());
   EXPECT_NE(has("wkv_subgroup"), has("wkv_portable"));
 }
