@@ -17,8 +17,7 @@
 // with its mantissa cut to fp16's) and lo = fp16((x - hi) * 2^10), multiplied with the same
 // weights into two sets of fp32 accumulators, y = acc_hi + acc_lo * 2^-10: ~21 bits of each
 // input instead of fp16's 11, so F16 models keep float32's precision (their fixtures' bound) on
-// tensor cores. hi comes from bit operations: as fp16(x), the driver's compiler may fold
-// x - unpackHalf(packHalf(x)) to 0 (on the H100 the product then had fp16's error).
+// tensor cores (tensor_core.glsl: split_hi).
 //
 // X16 (specialization constant 1): x_off names the inputs' fp16 form, already scaled (h16.comp),
 // rather than their floats: half the bytes, and the tile loader stores them as they come. Every
@@ -58,14 +57,6 @@ layout(constant_id = 1) const bool X16 = false;
 // and write their fp32 sums for mc_sum.comp to add in a fixed order (deterministic).
 #ifdef MC_SPLIT
 const uint kHalves = 2u;  // the inputs' tiles: hi, then lo
-const float kLoScale = 1024.0;  // |lo| < |x|: no overflow where x is near fp16's largest
-
-// x's high half: its mantissa cut to fp16's 10 bits (so fp16 holds it exactly), 0 below fp16's
-// normal range, where lo takes all of x.
-vec4 split_hi(vec4 x) {
-  const vec4 t = uintBitsToFloat(floatBitsToUint(x) & 0xFFFFE000u);
-  return mix(vec4(0), t, greaterThanEqual(abs(x), vec4(1.0 / 16384.0)));
-}
 #else
 const uint kHalves = 1u;
 #endif
@@ -148,7 +139,8 @@ void main() {
         const vec4 a = xv[2u * j] * kInScale, b = xv[2u * j + 1u] * kInScale;
         const vec4 ha = split_hi(a), hb = split_hi(b);
         smem[kX + xt * kStride + XU * xh + j] = pack8(ha, hb);
-        smem[kXLo + xt * kStride + XU * xh + j] = pack8((a - ha) * kLoScale, (b - hb) * kLoScale);
+        smem[kXLo + xt * kStride + XU * xh + j] =
+            pack8((a - ha) * kLoScale, (b - hb) * kLoScale);
 #else
         smem[kX + xt * kStride + XU * xh + j] =
             X16 ? xu[j] : pack8(xv[2u * j] * kInScale, xv[2u * j + 1u] * kInScale);

@@ -23,7 +23,8 @@
 //
 // Tokens past T stage zeros; rows past N decode the last row (valid memory, never stored).
 // A token's sums run in the same order whatever T is: its row of the tiles meets only its own
-// inputs. Precision: tensor_core.glsl's.
+// inputs. Precision: tensor_core.glsl's; with MC_SPLIT (F16 weights) the inputs are read as
+// floats and go in as two fp16 halves into two accumulators, as in mc.comp (float32's precision).
 #extension GL_NV_cooperative_matrix : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -38,9 +39,15 @@ layout(local_size_x_id = 0) in;  // S subgroups of 32, S <= kMaxSubgroups
 // 121: fewer warps fit), 8 steps 33.6 / 45.9 / 14.6.
 const uint U = 2;
 const uint BM = 16, BT = 16, BK = 64;
-const uint kStride = BK / 8u + 1u;       // uvec4 per staged row: 8 of fp16, 1 of padding
-const uint kSlab = (BM + BT) * kStride;  // a subgroup's weight and input tiles
+#ifdef MC_SPLIT
+const uint kHalves = 2u;  // input tiles: hi, then lo
+const uint kMaxSubgroups = 4;  // (8 subgroups' three tiles would pass 48 KB)
+#else
+const uint kHalves = 1u;
 const uint kMaxSubgroups = 8;
+#endif
+const uint kStride = BK / 8u + 1u;                 // uvec4 per staged row: 8 of fp16, 1 of padding
+const uint kSlab = (BM + kHalves * BT) * kStride;  // a subgroup's weight and input tiles
 const uint kXLoads = BT * (BK / 8u) / 32u;  // input uvec4 a lane stages per step (4)
 // [subgroup][row][k] weights (B, column-major K x 16), then [subgroup][token][k] inputs (A,
 // row-major 16 x K); after the loop [subgroup][token][row] fp32 partial sums.
@@ -48,6 +55,22 @@ shared uvec4 smem[kMaxSubgroups * kSlab];
 
 #include "product.glsl"
 #include "tensor_core.glsl"
+
+// One staged input uvec4 (8 inputs) as loaded: their fp16 form, or (MC_SPLIT) the floats.
+#ifdef MC_SPLIT
+struct XIn {
+  vec4 a, b;
+};
+XIn load_x(uint xo_half, bool live) {  // xo_half: the uvec4 index in the fp16 form's layout
+  if (!live) return XIn(vec4(0), vec4(0));
+  return XIn(act4[2u * xo_half], act4[2u * xo_half + 1u]);
+}
+#else
+struct XIn {
+  uvec4 h;
+};
+XIn load_x(uint xo_half, bool live) { return XIn(live ? actu4[xo_half] : uvec4(0)); }
+#endif
 
 // The subgroup's execution and its shared-memory writes: all the tiles need. (subgroupBarrier()
 // with subgroupMemoryBarrierShared() also orders buffer memory; on the H100 it timed the same.)
@@ -72,24 +95,39 @@ void main() {
   const uint kW = sg * kSlab, kX = kW + BM * kStride;
   // Input uvec4 j = lane + 32 i of a step: token j / 8, columns 8 (j % 8) ...; i < kXLoads.
   const uint xt0 = lane / 8u, xc = lane % 8u;
-  const uint x_row = pc.x_off[s] / 4u + xc;  // uvec4 index of token t0's step 0, column xc
+  // uvec4 index of token t0's step 0, column xc, in the fp16 form's layout (floats: twice it
+  // in vec4; x_off counts floats there, halves' words here).
+  const uint x_row = (MC_SPLIT_ON ? pc.x_off[s] / 8u : pc.x_off[s] / 4u) + xc;
 
   fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc = fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>(0.0);
+#ifdef MC_SPLIT
+  fcoopmatNV<32, gl_ScopeSubgroup, 16, 16> acc_lo = acc;
+#endif
   Raw raw[U];
-  uvec4 xu[U][kXLoads];
+  XIn xu[U][kXLoads];
   [[unroll]] for (uint u = 0; u < U; ++u) {
     const uint q = q0 + u;
     if (q < q1) {
       raw[u] = load_piece(s, w_row, 2u * q + wp);
       [[unroll]] for (uint i = 0; i < kXLoads; ++i) {
         const uint t = xt0 + 4u * i;
-        xu[u][i] = t < nt ? actu4[x_row + (t0 + t) * (K / 8u) + 8u * q] : uvec4(0);
+        xu[u][i] = load_x(x_row + (t0 + t) * (K / 8u) + 8u * q, t < nt);
       }
     }
   }
   for (uint q = q0; q < q1; ++q) {
     stage_piece(raw[0], 2u * q + wp, q, kW + wr * kStride);
-    [[unroll]] for (uint i = 0; i < kXLoads; ++i) smem[kX + (xt0 + 4u * i) * kStride + xc] = xu[0][i];
+    [[unroll]] for (uint i = 0; i < kXLoads; ++i) {
+      const uint at = kX + (xt0 + 4u * i) * kStride + xc;
+#ifdef MC_SPLIT
+      const vec4 a = xu[0][i].a * kInScale, b = xu[0][i].b * kInScale;
+      const vec4 ha = split_hi(a), hb = split_hi(b);
+      smem[at] = pack8(ha, hb);
+      smem[at + BT * kStride] = pack8((a - ha) * kLoScale, (b - hb) * kLoScale);
+#else
+      smem[at] = xu[0][i].h;
+#endif
+    }
     // The ring moves down one slot and its top gets step q + U, which loads while the tensor
     // cores work on step q. (Moves, not a rotating index: indexed by a loop variable, even an
     // unrolled one, the NVIDIA compiler (550) put the ring in local memory, 2-3x slower.)
@@ -101,7 +139,7 @@ void main() {
       raw[U - 1u] = load_piece(s, w_row, 2u * (q + U) + wp);
       [[unroll]] for (uint i = 0; i < kXLoads; ++i) {
         const uint t = xt0 + 4u * i;
-        xu[U - 1u][i] = t < nt ? actu4[x_row + (t0 + t) * (K / 8u) + 8u * (q + U)] : uvec4(0);
+        xu[U - 1u][i] = load_x(x_row + (t0 + t) * (K / 8u) + 8u * (q + U), t < nt);
       }
     }
     subgroup_tiles_barrier();
@@ -110,10 +148,17 @@ void main() {
       coopMatLoadNV(a, smem, kX + 2u * kk, kStride, false);
       coopMatLoadNV(b, smem, kW + 2u * kk, kStride, true);
       acc = coopMatMulAddNV(a, b, acc);
+#ifdef MC_SPLIT
+      coopMatLoadNV(a, smem, kX + BT * kStride + 2u * kk, kStride, false);
+      acc_lo = coopMatMulAddNV(a, b, acc_lo);
+#endif
     }
     subgroup_tiles_barrier();  // the tiles are read before the next step overwrites them
   }
   barrier();  // every subgroup is done with its tiles
+#ifdef MC_SPLIT
+  acc = acc + acc_lo * (1.0 / kLoScale);
+#endif
   coopMatStoreNV(acc, smem, sg * (BT * BM / 4u), BM / 4u, false);
   barrier();
   // The S partial tiles added in subgroup order, then the epilogue; two neighbouring outputs an

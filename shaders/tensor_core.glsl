@@ -30,3 +30,21 @@ void stage_piece(Raw raw, uint p, uint q, uint row0) {
   smem[row0 + kb] = pack8(w[4], w[5]);
   smem[row0 + kb + 1u] = pack8(w[6], w[7]);
 }
+
+#ifdef MC_SPLIT
+// F16 weights (exact in fp16) take each float input as two fp16 halves, each multiplied into its
+// own accumulators, y = acc_hi + acc_lo / kLoScale: ~21 bits of every input (mc.comp's comment).
+const bool MC_SPLIT_ON = true;
+const float kLoScale = 1024.0;  // |lo| < |x|: no overflow where x is near fp16's largest
+
+// x's high half: its mantissa cut to fp16's 10 bits (so fp16 holds it exactly), 0 below fp16's
+// normal range, where lo = (x - hi) * kLoScale takes all of x. Bit operations: computed as
+// fp16(x), a compiler folded x - unpackHalf(packHalf(x)) to 0 (on the H100 the products then had
+// fp16's error).
+vec4 split_hi(vec4 x) {
+  const vec4 t = uintBitsToFloat(floatBitsToUint(x) & 0xFFFFE000u);
+  return mix(vec4(0), t, greaterThanEqual(abs(x), vec4(1.0 / 16384.0)));
+}
+#else
+const bool MC_SPLIT_ON = false;
+#endif

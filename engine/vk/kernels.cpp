@@ -199,7 +199,7 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
         }
       }
     }
-    if (mcd_on() && !is_float_type(t)) keys.push_back(mcd_key(t));
+    if (mcd_on() && (!is_float_type(t) || splits_inputs(t))) keys.push_back(mcd_key(t));
     if (mv_max_t_ > 0) {
       // The token tiles mv_tokens() can pick, no more: each pipeline costs start-up time.
       for (uint32_t tt = 1; tt <= mv_tokens(mv_max_t_, mv_tt_max_); tt *= 2) {
@@ -345,7 +345,7 @@ void Kernels::to_half(VkCommandBuffer cb, VkDescriptorSet set, uint32_t T,
 
 bool Kernels::uses_coopmat(GgmlType type, uint32_t K, uint32_t T, bool half_ok) const {
   if (!coopmat_ || K % kCoopmatK != 0) return false;
-  if (few_on_coopmat(T)) return !is_float_type(type);
+  if (few_on_coopmat(T)) return !is_float_type(type) || splits_inputs(type);
   const bool typed =
       !is_float_type(type) || (half_ok && type == GgmlType::F32) || splits_inputs(type);
   return typed && T > mv_max_t_ && T >= mt_min_t_;
@@ -364,7 +364,9 @@ bool Kernels::few_on_coopmat(uint32_t T) const {
 }
 
 Pipelines::Key Kernels::mcd_key(GgmlType type) const {
-  return {"mcd_" + weight_type_suffix(type), {32 * mcd_sg_}};
+  // Split inputs take a third tile a subgroup: at most 4 subgroups fit mcd.comp's shared memory.
+  const uint32_t sg = splits_inputs(type) ? std::min(mcd_sg_, 4u) : mcd_sg_;
+  return {"mcd_" + weight_type_suffix(type), {32 * sg}};
 }
 
 Pipelines::Key Kernels::mc_key(GgmlType type, uint32_t rows, uint32_t tokens, bool x16) const {
@@ -576,8 +578,15 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       vkCmdDispatch(cb, ceil_div(T * max_n, kMcSumWg), n_slots, 1);
     }
   };
-  if (k32 && !qout && few_on_coopmat(T) && reads_h16(type, slots, T)) {
-    for (size_t i = 0; i < slots.size(); ++i) {
+  // (F16 weights read the float inputs, which mcd.comp splits in two fp16 halves; like the fp16
+  // forms' products, only with K a multiple of its 64-input steps: a LoRA up product of rank 32
+  // would otherwise take none and come out 0.)
+  const bool halves =
+      splits_inputs(type) && std::all_of(slots.begin(), slots.end(), [&](const MmSlot& s) {
+        return s.x_off % 8 == 0 && uses_coopmat(type, s.K, T);
+      });
+  if (k32 && !qout && few_on_coopmat(T) && (halves || reads_h16(type, slots, T))) {
+    for (size_t i = 0; i < slots.size() && !halves; ++i) {
       pc.x_off[i] = slots[i].h16_off;
       pc.yq_off[i] = slots[i].yh_off;
     }
