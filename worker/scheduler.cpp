@@ -153,7 +153,8 @@ void Scheduler::attach_state(Outgoing& o, const std::function<void(std::span<flo
   const std::vector<int64_t> shape{hp.n_layer, hp.head_size + 2, hp.n_embd};
   if (o.shm_ok && reserve_) {
     // 21.6 MB for 2.9B: written once, where the client reads it, rather than into a fresh vector
-    // that the server thread then copies into the ring.
+    // that the server thread then copies into the ring. (Should `read` throw, a lost device, the
+    // lease goes with the client's others or at its timeout.)
     if (auto lease = reserve_(o.client, n * sizeof(float))) {
       read(std::span<float>(lease->data, n));
       o.placed.emplace_back("state", protocol::tensor_shm(shape, lease->ref));
