@@ -202,7 +202,9 @@ void store_rows(uint sb, uint h, uint row, uint part) {
 }
 
 // Where sequence seq's rows of this layer lie in the state buffer.
-uint state_base(uint seq) { return meta[pc.meta_seq + 4 * seq] * pc.slot_floats + pc.state_base; }
+uint seq_state_base(uint seq) {
+  return meta[pc.meta_seq + 4 * seq] * pc.slot_floats + pc.state_base;
+}
 
 void main() {
   const uint h = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
@@ -237,7 +239,7 @@ void main() {
     }
     if (b0 == 0) {  // in flight together with phase A's loads
       if (b_lane) {
-        load_rows(state_base(seq0 + q), h, row, part);
+        load_rows(seq_state_base(seq0 + q), h, row, part);
       } else {
         [[unroll]] for (uint m = 0; m < NS / P; ++m) S[m] = 0.0;
       }
@@ -281,8 +283,8 @@ void main() {
     if (GROUPS) {
       for (uint sq = q; sq < nb && b_lane; sq += pb) {
         if (sq != q) {
-          store_rows(state_base(seq0 + sq - pb), h, row, part);
-          load_rows(state_base(seq0 + sq), h, row, part);
+          store_rows(seq_state_base(seq0 + sq - pb), h, row, part);
+          load_rows(seq_state_base(seq0 + sq), h, row, part);
         }
         recur(sq, row, part);
       }
@@ -322,6 +324,6 @@ void main() {
     }
   }
   if (b_lane) {  // (GROUPS) the set's last sequence
-    store_rows(state_base(seq0 + (GROUPS ? q + (g - 1u - q) / pb * pb : 0u)), h, row, part);
+    store_rows(seq_state_base(seq0 + (GROUPS ? q + (g - 1u - q) / pb * pb : 0u)), h, row, part);
   }
 }
