@@ -9,20 +9,7 @@
 layout(local_size_x_id = 0) in;   // == NS
 layout(constant_id = 1) const uint NS = 64;  // head size
 
-layout(push_constant) uniform PC {
-  uint D;
-  uint r_off, k_off, v_off;     // act [T][D]: projections
-  uint wl_off, al_off, vl_off;  // act [T][D]: LoRA outputs before w0/a0/v0
-  uint g_off;                   // act [T][D]: gate (g2 output)
-  uint vf_off;                  // act [T][D]: v_first (written by layer 0)
-  uint y_off;                   // act [T][D]: result
-  uint w0, a0, v0, k_k, k_a, r_k, lnx_w, lnx_b;  // vecs
-  uint state_base;  // float offset within a slot of this layer's rows
-  uint slot_floats;
-  uint flags;  // bit 0: layer 0 (no value residual; v_first written); see wkv_sg.comp
-  uint meta_seq;
-}
-pc;
+#include "wkv_push.glsl"
 
 shared float sw[NS], skk[NS], ska[NS], sk[NS], sr[NS];
 
@@ -44,7 +31,7 @@ void main() {
     float v = act[pc.v_off + o];
     const float w = exp(-0.606531 * sigmoid(w0 + act[pc.wl_off + o]));
     const float a = sigmoid(a0 + act[pc.al_off + o]);
-    if ((pc.flags & 1u) != 0u) {
+    if ((pc.flags & kLayer0) != 0u) {
       act[pc.vf_off + o] = v;
     } else {
       v += (act[pc.vf_off + o] - v) * sigmoid(v0 + act[pc.vl_off + o]);

@@ -8,6 +8,10 @@
 //     not interact, so this phase has no barrier at all;
 //  C. in parallel again: GroupNorm of each token's head output, bonus, gate.
 // Only phase B is sequential, and it is ~NS/4 multiply-adds per token.
+// Row slices (pc.flags bits 16..23, long chunks of few sequences): phase B of one workgroup is
+// bound by shared-memory reads (every lane reads 5 x NS/4 column values a token), so a head's
+// rows are split over `slices` workgroups (z), which each run phases A and B for their rows only
+// and leave phase C to wkv_out.comp: a head then takes that many SMs instead of one.
 // With pc.lora = 1 (decode: a few tokens) the kernel also does the LoRA up products itself
 // (phase L, before A): w, a, v and g of the head's channels from the LoRA down outputs and the
 // F32 up weights bound as weights 0..3 (w2, a2, g2, v2). That saves a dispatch and the barrier
@@ -42,29 +46,9 @@ layout(constant_id = 5) const uint HT = 1;  // tokens whose LoRA down outputs ph
 // TB of them); a pipeline of its own, so the one-sequence variant carries none of its code.
 layout(constant_id = 6) const bool GROUPS = false;
 const uint P = 4;  // invocations per state row in phase B (the first NS * P of each set)
-const uint kLayer0 = 1u, kLora = 2u;  // pc.flags
 const uint LT = LL > 0u ? TB * NS : 1u;  // phase L results' shared size
 
-layout(push_constant) uniform PC {
-  uint D;
-  uint r_off, k_off, v_off;     // act [T][D]: projections
-  uint wl_off, al_off, vl_off;  // act [T][D]: LoRA outputs before w0/a0/v0
-  uint g_off;                   // act [T][D]: gate (g2 output)
-  uint vf_off;                  // act [T][D]: v_first (written by layer 0)
-  uint y_off;                   // act [T][D]: result
-  uint w0, a0, v0, k_k, k_a, r_k, lnx_w, lnx_b;  // vecs
-  uint state_base;  // float offset within a slot of this layer's rows
-  uint slot_floats;
-  // kLayer0: layer 0 (no value residual; v_first written); kLora: phase L computes wl, al, vl
-  // and g (then *_off above unused); bits 8..15 (GROUPS): sequences a workgroup takes.
-  uint flags;
-  uint meta_seq;
-  uint n_seq;  // sequences of the chunk
-  uint hw_off, ha_off, hv_off, hg_off;  // act [T][rank]: LoRA down outputs
-  uint rank_w, rank_a, rank_v, rank_g;  // multiples of 4
-  uint y_q8;  // act: y's int8 form (q8.glsl) too, for the output product; ~0u: none
-}
-pc;
+#include "wkv_push.glsl"
 
 shared float s_w[TB * NS], s_kk[TB * NS], s_ka[TB * NS], s_k[TB * NS], s_r[TB * NS],
     s_v[TB * NS], s_y[TB * NS];
@@ -72,6 +56,7 @@ shared vec2 s_part[NS * PL / 4u];  // per-subgroup partial sums (subgroups hold 
 shared float s_bonus[TB];
 shared float s_lw[LT], s_la[LT], s_lv[LT], s_lg[LT];  // phase L results
 shared vec4 s_h4[LL > 0u ? HT * PL * LL : 1u];  // phase L: HT tokens' [hw | ha | hg | hv]
+#include "wkv_finish.glsl"
 
 // Weight vec4 f of channel ch in the concatenated rows [w2 | a2 | g2 | v2] (n* vec4 each).
 vec4 lora_weight(uint f, uint ch, uvec4 n) {
@@ -150,22 +135,6 @@ float row_sum(float v) {
   return v + subgroupShuffleXor(v, 2u);
 }
 
-// Sum of v over the NS channels of the caller's token slot of this pass (its subgroup lies
-// inside them).
-// Every invocation of the workgroup must call it (it has a barrier).
-vec2 token_sum(vec2 v, bool live) {
-  const vec2 sg = subgroupAdd(live ? v : vec2(0));
-  const uint per = NS / gl_SubgroupSize;  // subgroups per token slot
-  if (subgroupElect() && live) s_part[gl_SubgroupID] = sg;
-  barrier();
-  vec2 total = vec2(0);
-  if (live) {
-    for (uint q = 0; q < per; ++q) total += s_part[(gl_LocalInvocationID.x / NS) * per + q];
-  }
-  barrier();  // s_part is reused by the next call
-  return total;
-}
-
 // Phase B: the invocation's part of a state row (columns part + P * m), in registers. (Global:
 // glslang matches no array parameter sized by specialization constants.)
 float S[NS / P];
@@ -218,11 +187,17 @@ void main() {
   const uint n = GROUPS ? g : meta[pc.meta_seq + 4 * seq0 + 2];
   // Phase B layout: set q of NS * P invocations (its first sequence), row i, columns part + P*m
   // (interleaved: the 4 lanes of a row hit 4 banks).
-  const uint q = tid / (NS * P), row = (tid % (NS * P)) / P, part = tid % P;
+  // Row slices (not with GROUPS): this workgroup (z) owns state rows row0 .. row0 + rows - 1;
+  // phase C is then wkv_out.comp's, after every slice is done.
+  const uint slices = max(1u, (pc.flags >> 16) & 0xffu), rows = NS / slices;
+  const uint row0 = gl_WorkGroupID.z * rows;
+  const bool split = slices > 1u;
+  const uint q = tid / (rows * P), row = row0 + (tid % (rows * P)) / P, part = tid % P;
   const bool b_lane = q < min(pb, g);
   // S is loaded after phase L (its weight registers are free by then).
   // Phases A and C layout: token slot tid / NS of the pass, channel tid % NS.
   const uint c = tid % NS, ch = h * NS + c, lanes_tok = WG / NS;
+  const bool own = c - row0 < rows;  // channel c is one of this workgroup's state rows
   const float w0 = vecs[pc.w0 + ch], a0 = vecs[pc.a0 + ch], v0 = vecs[pc.v0 + ch];
   const float kkw = vecs[pc.k_k + ch], kaw = vecs[pc.k_a + ch], rkw = vecs[pc.r_k + ch];
   const float lnw = vecs[pc.lnx_w + ch], lnb = vecs[pc.lnx_b + ch];
@@ -247,17 +222,21 @@ void main() {
     // A: per-token, per-channel inputs of the recurrence.
     for (uint tt = tid / NS; tt < pass_end; tt += lanes_tok) {
       const bool live = tt < nb;
-      float kr = 0.0, bonus = 0.0;
+      float kr = 0.0, bonus = 0.0, v = 0.0;
+      const uint o = (first + b0 + tt) * D + ch;
       if (live) {
-        const uint o = (first + b0 + tt) * D + ch;
         const float r = act[pc.r_off + o], k = act[pc.k_off + o];
-        float v = act[pc.v_off + o];
         const float a = sigmoid(a0 + (fused ? s_la[tt * NS + c] : act[pc.al_off + o]));
-        if ((pc.flags & kLayer0) != 0u) {
-          act[pc.vf_off + o] = v;
-        } else {
-          v += (act[pc.vf_off + o] - v) *
-               sigmoid(v0 + (fused ? s_lv[tt * NS + c] : act[pc.vl_off + o]));
+        // v only for this workgroup's rows: a row slice overwrites its rows' v (below), which
+        // the other slices must not read.
+        if (own) {
+          v = act[pc.v_off + o];
+          if ((pc.flags & kLayer0) != 0u) {
+            act[pc.vf_off + o] = v;
+          } else {
+            v += (act[pc.vf_off + o] - v) *
+                 sigmoid(v0 + (fused ? s_lv[tt * NS + c] : act[pc.vl_off + o]));
+          }
         }
         kr = k * kkw;
         const float k2 = k * (1.0 + (a - 1.0) * kaw);
@@ -275,6 +254,7 @@ void main() {
         s_kk[tt * NS + c] = kk;
         s_ka[tt * NS + c] *= kk;
         if (c == 0) s_bonus[tt] = sums.y;
+        if (split && own) act[pc.v_off + o] = wkv_value_bonus(v, sums.y);  // for wkv_out.comp
       }
     }
     barrier();
@@ -292,19 +272,25 @@ void main() {
       for (uint tt = 0; tt < nb && b_lane; ++tt) recur(tt, row, part);
     }
     barrier();
-    // C: GroupNorm over the head, bonus, gate.
-    for (uint tt = tid / NS; tt < pass_end; tt += lanes_tok) {
-      const bool live = tt < nb;
-      const float y = live ? s_y[tt * NS + c] : 0.0;
-      const float mu = token_sum(vec2(y, 0), live).x / float(NS);
-      const float var = token_sum(vec2((y - mu) * (y - mu), 0), live).x / float(NS);
-      if (live) {
+    if (split) {
+      // This slice's raw outputs, for wkv_out.comp.
+      for (uint i = tid; i < nb * rows; i += WG) {
+        const uint tt = i / rows, r = row0 + i % rows;
+        act[pc.y_off + (first + b0 + tt) * D + h * NS + r] = s_y[tt * NS + r];
+      }
+    } else {
+      // C: GroupNorm over the head, bonus, gate.
+      for (uint tt = tid / NS; tt < pass_end; tt += lanes_tok) {
+        const bool live = tt < nb;
         const uint o = (first + b0 + tt) * D + ch;
-        const float yn = (y - mu) * inversesqrt(var + 64e-5) * lnw + lnb;
-        const float g = fused ? s_lg[tt * NS + c] : act[pc.g_off + o];
-        const float yo = (yn + s_v[tt * NS + c] * s_bonus[tt]) * g;
-        act[pc.y_off + o] = yo;
-        s_y[tt * NS + c] = yo;  // for the int8 form (only this invocation reads this element)
+        const float y = live ? s_y[tt * NS + c] : 0.0;
+        const float vb = live ? wkv_value_bonus(s_v[tt * NS + c], s_bonus[tt]) : 0.0;
+        const float g = live ? (fused ? s_lg[tt * NS + c] : act[pc.g_off + o]) : 0.0;
+        const float yo = wkv_finish(y, live, lnw, lnb, vb, g);
+        if (live) {
+          act[pc.y_off + o] = yo;
+          s_y[tt * NS + c] = yo;  // for the int8 form (only this invocation reads this element)
+        }
       }
     }
     barrier();  // the next block overwrites the shared arrays

@@ -15,6 +15,12 @@ constexpr uint32_t kTokenTile = 8;                    // mm.comp TT: tokens per 
 constexpr uint32_t kTileRows = 64, kTileTokens = 64;  // mt.comp and mc.comp BM, BN
 constexpr uint32_t kCoopmatK = 64;                    // mc.comp BK: K must be a multiple
 constexpr uint32_t kWkvBlock = 8;  // wkv_sg.comp TB: tokens per block (a multiple of 4)
+// Row slices of wkv_sg.comp: at most 8 (8 rows, 32 invocations of phase B, for head size 64),
+// and at least 4 rows each.
+constexpr uint32_t kWkvMostSlices = 8, kWkvSliceRows = 4;
+// Workgroups a long chunk's wkv should make at least (about the SMs of an H100 or H200) before
+// its heads' rows are split further.
+constexpr uint32_t kWkvSliceGrid = 128;
 // wkv_sg.comp LL: weight vec4 a lane of its LoRA up phase holds at most (registers).
 constexpr uint32_t kWkvLoraLoadsMax = 40;
 constexpr uint32_t kQ8Wg = 64;                      // q8.comp workgroup
@@ -133,6 +139,7 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   // Decode of several sequences: how many at most share one of wkv's workgroups per head (1: each
   // its own), see wkv(); no more than wkv_sg.comp's block of tokens.
   wkv_group_ = std::clamp(env_u32("RWKVD_VK_WKV_GROUP", 4), 1u, kWkvBlock);
+  wkv_slices_ = std::bit_floor(std::min(env_u32("RWKVD_VK_WKV_SLICES", 0), kWkvMostSlices));
   // Long chunks (prefill): more tokens per pass of wkv's parallel phases and per block, each pass
   // a memory latency and barriers (H100, see docs/PERFORMANCE.md). $RWKVD_VK_WKV_LONG_* override.
   // (Not on CPU devices, where the idle invocations of a wider workgroup cost time.)
@@ -220,7 +227,10 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
   if (wkv_sg(head_size)) {
     keys.push_back(wkv_key(head_size, 1, false, 0));
     // The long-chunk variant only where some forward can reach it (never on CPU devices).
-    if (wkv_long_t_ != UINT32_MAX) keys.push_back(wkv_key(head_size, wkv_long_t_, false, 0));
+    if (wkv_long_t_ != UINT32_MAX) {
+      keys.push_back(wkv_key(head_size, wkv_long_t_, false, 0));
+      keys.push_back({"wkv_out", {head_size, head_size}});
+    }
     if (lora_ranks > 0 && wkv_fuses_lora(head_size, lora_ranks)) {
       keys.push_back(wkv_key(head_size, 1, true, lora_ranks));
       if (wkv_group_ > 1) keys.push_back(wkv_key(head_size, 1, true, lora_ranks, true));
@@ -507,6 +517,17 @@ Pipelines::Key Kernels::wkv_key(uint32_t head_size, uint32_t T, bool lora, uint3
   return {"wkv_sg", {lanes * head_size, head_size, block, lanes, loads, staged, grouped ? 1u : 0u}};
 }
 
+// Phase B of a long chunk is bound by one SM's shared-memory reads (docs/PERFORMANCE.md,
+// session 15): with fewer (head, sequence) workgroups than SMs, each head's rows go to 2, 4 or
+// 8 workgroups, whose redundant phase A runs in parallel on SMs that would otherwise idle.
+uint32_t Kernels::wkv_slices(uint32_t n_head, uint32_t head_size, uint32_t n_seq) const {
+  const uint32_t most = std::min(kWkvMostSlices, head_size / kWkvSliceRows);
+  if (wkv_slices_ != 0) return std::min(wkv_slices_, most);
+  uint32_t slices = 1;
+  while (slices < most && n_head * n_seq * slices < kWkvSliceGrid) slices *= 2;
+  return slices;
+}
+
 bool Kernels::wkv_fuses_lora(uint32_t head_size, uint32_t lora_ranks) const {
   static const bool off = env_u32("RWKVD_VK_FUSE_LORA", 1) == 0;
   return wkv_sg(head_size) && !off && lora_ranks % 4 == 0 &&
@@ -709,11 +730,23 @@ void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& args, 
       a.flags |= group << 8;
       groups = ceil_div(n_seq, group);
     }
+    // A long chunk of few sequences: each head's state rows over several workgroups, then
+    // wkv_out.comp for the GroupNorm, bonus and gate (which need all of a head's rows).
+    const bool long_chunk = !lora && T >= wkv_long_t_;
+    const uint32_t slices =
+        long_chunk && args.y_q8 == kNoQ8 ? wkv_slices(n_head, head_size, n_seq) : 1;
+    a.flags |= slices > 1 ? slices << 16 : 0;
     const Pipelines::Key key = wkv_key(head_size, T, lora, lora_ranks, grouped);
     bind(cb, set, pipes_.get(key.first, key.second), &a, sizeof(a));
-  } else {
-    bind(cb, set, pipes_.get("wkv", {head_size, head_size}), &a, sizeof(a));
+    vkCmdDispatch(cb, n_head, groups, slices);
+    if (slices > 1) {
+      compute_barrier(cb);
+      bind(cb, set, pipes_.get("wkv_out", {head_size, head_size}), &a, sizeof(a));
+      vkCmdDispatch(cb, n_head, T, 1);
+    }
+    return;
   }
+  bind(cb, set, pipes_.get("wkv", {head_size, head_size}), &a, sizeof(a));
   vkCmdDispatch(cb, n_head, groups, 1);
 }
 

@@ -37,7 +37,8 @@ struct WkvResult {
 // with lora, wkv does the LoRA up products of ranks {32, 24, 16, 64} itself) in a fresh rig
 // (environment knobs as the caller set them) and checks y, v_first, the new states and y's int8
 // form against a CPU loop over the README's per-token math.
-WkvResult run_and_check(const Seqs& seqs, uint32_t N, uint32_t layer0, bool lora) {
+WkvResult run_and_check(const Seqs& seqs, uint32_t N, uint32_t layer0, bool lora,
+                        bool want_q8 = true) {
   const uint32_t H = 2, T = seqs.tokens(), B = static_cast<uint32_t>(seqs.slot.size());
   const uint32_t D = H * N, layer_floats = (N + 2) * D;
   const uint32_t n_slots = *std::max_element(seqs.slot.begin(), seqs.slot.end()) + 1;
@@ -65,7 +66,7 @@ WkvResult run_and_check(const Seqs& seqs, uint32_t N, uint32_t layer0, bool lora
   std::vector<float> act0 = random_floats(9 * T * D, 23);
   auto R = [&](uint32_t i) { return i * T * D; };
   // Then y's int8 form [T][q8_row_floats(D)] where the kernel writes one (wkv_sg.comp).
-  const bool q8 = rig.kernels->wkv_writes_q8(N);
+  const bool q8 = want_q8 && rig.kernels->wkv_writes_q8(N);
   const uint32_t yq_off = 9 * T * D, h_off = yq_off + T * engine::vk::q8_row_floats(D);
   // With lora: the down outputs [T][rank] of w, a, v, g after the int8 form, the up weights
   // [D][rank] bound as weights 0..3 (w2, a2, g2, v2); the reference reads the products from
@@ -259,6 +260,36 @@ TEST(VkWkv, GroupsOfOneTokenSequences) {
   }
   unsetenv("RWKVD_VK_WKV_LANES");
   unsetenv("RWKVD_VK_WKV_GROUP");
+}
+
+// A long chunk whose heads' state rows are split over 2, 4 or 8 workgroups each (wkv_sg.comp row
+// slices, then wkv_out.comp) against the CPU loop, and exactly what one workgroup per (head,
+// sequence) computes: y, v_first and the states (the v region then holds v * bonus).
+TEST(VkWkv, RowSlicesOfLongChunks) {
+  const Seqs seqs{{1, 0}, {0, 3}, {3, 20}};
+  const uint32_t N = 64, T = seqs.tokens(), D = 2 * N;
+  setenv("RWKVD_VK_WKV_LONG_T", "1", 1);
+  setenv("RWKVD_VK_WKV_LONG_BLOCK", "12", 1);
+  for (const uint32_t layer0 : {0u, 1u}) {
+    setenv("RWKVD_VK_WKV_SLICES", "1", 1);
+    const WkvResult one = run_and_check(seqs, N, layer0, false, false);
+    if (HasFailure()) break;
+    for (const char* slices : {"2", "4", "8"}) {
+      SCOPED_TRACE(std::string(slices) + " row slices, layer0 " + std::to_string(layer0));
+      setenv("RWKVD_VK_WKV_SLICES", slices, 1);
+      const WkvResult split = run_and_check(seqs, N, layer0, false, false);
+      if (HasFailure() || split.act.empty()) break;
+      // act regions [T][D] 7 and 8: v_first and y.
+      const auto vf_y = [&](const WkvResult& r) {
+        return std::vector<float>(r.act.begin() + 7 * T * D, r.act.begin() + 9 * T * D);
+      };
+      expect_same(vf_y(split), vf_y(one), "v_first and y");
+      expect_same(split.state, one.state, "states");
+    }
+  }
+  for (const char* v : {"RWKVD_VK_WKV_LONG_T", "RWKVD_VK_WKV_LONG_BLOCK", "RWKVD_VK_WKV_SLICES"}) {
+    unsetenv(v);
+  }
 }
 
 }  // namespace

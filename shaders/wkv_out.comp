@@ -1,0 +1,24 @@
+#version 450
+// The end of wkv_sg.comp for chunks whose state rows it split over several workgroups per
+// (head, sequence) (pc.flags bits 16..23): each wrote the raw outputs of its rows to y_off and
+// v * bonus to v_off; here each token's head outputs go through the GroupNorm, the bonus and
+// the gate (wkv_finish.glsl, as wkv_sg.comp's own phase C) into y_off. One workgroup per
+// (head, token), an invocation per channel.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;              // == NS
+layout(constant_id = 1) const uint NS = 64;  // head size
+
+#include "wkv_push.glsl"
+
+shared vec2 s_part[NS];  // per subgroup
+#include "wkv_finish.glsl"
+
+void main() {
+  const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, ch = h * NS + gl_LocalInvocationID.x;
+  const uint o = t * pc.D + ch;
+  act[pc.y_off + o] = wkv_finish(act[pc.y_off + o], true, vecs[pc.lnx_w + ch],
+                                 vecs[pc.lnx_b + ch], act[pc.v_off + o], act[pc.g_off + o]);
+}
