@@ -18,8 +18,8 @@ constexpr uint32_t kWkvBlock = 8;  // wkv_sg.comp TB: tokens per block (a multip
 // Row slices of wkv_sg.comp: at most 8 (8 rows, 32 invocations of phase B, for head size 64),
 // and at least 4 rows each.
 constexpr uint32_t kWkvMostSlices = 8, kWkvSliceRows = 4;
-// Workgroups a long chunk's wkv should make at least (about the SMs of an H100 or H200) before
-// its heads' rows are split further.
+// Workgroups a long chunk's wkv may make by splitting its heads' rows: no more than an H100's or
+// H200's 132 SMs hold one at a time (a second wave doubles the time of the SMs that take two).
 constexpr uint32_t kWkvSliceGrid = 128;
 // wkv_sg.comp LL: weight vec4 a lane of its LoRA up phase holds at most (registers).
 constexpr uint32_t kWkvLoraLoadsMax = 40;
@@ -519,12 +519,14 @@ Pipelines::Key Kernels::wkv_key(uint32_t head_size, uint32_t T, bool lora, uint3
 
 // Phase B of a long chunk is bound by one SM's shared-memory reads (docs/PERFORMANCE.md,
 // session 15): with fewer (head, sequence) workgroups than SMs, each head's rows go to 2, 4 or
-// 8 workgroups, whose redundant phase A runs in parallel on SMs that would otherwise idle.
+// 8 workgroups, whose redundant phase A runs in parallel on SMs that would otherwise idle, as
+// long as they all fit one wave (H100, 2.9B Q4_K_M, 40 heads, slices 1 / 2 / 4 / 8: doc state
+// 70.5 / 64.8 / 79.6 / 87.6 ms).
 uint32_t Kernels::wkv_slices(uint32_t n_head, uint32_t head_size, uint32_t n_seq) const {
   const uint32_t most = std::min(kWkvMostSlices, head_size / kWkvSliceRows);
   if (wkv_slices_ != 0) return std::min(wkv_slices_, most);
   uint32_t slices = 1;
-  while (slices < most && n_head * n_seq * slices < kWkvSliceGrid) slices *= 2;
+  while (slices < most && n_head * n_seq * slices * 2 <= kWkvSliceGrid) slices *= 2;
   return slices;
 }
 
