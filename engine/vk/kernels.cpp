@@ -16,8 +16,10 @@ constexpr uint32_t kTileRows = 64, kTileTokens = 64;  // mt.comp and mc.comp BM,
 constexpr uint32_t kCoopmatK = 64;                    // mc.comp BK: K must be a multiple
 constexpr uint32_t kWkvBlock = 8;  // wkv_sg.comp TB: tokens per block (a multiple of 4)
 // Row slices of wkv_sg.comp: at most 8 (8 rows, 32 invocations of phase B, for head size 64),
-// and at least 4 rows each.
-constexpr uint32_t kWkvMostSlices = 8, kWkvSliceRows = 4;
+// and at least 4 rows each; by default at most 2 (H100, Q4_K_M, doc state ms at 1 / 2 / 4 / 8
+// slices: 0.1B 11.2 / 9.0 / 9.3 / 9.4, 1.5B 41.9 / 38.4 / 38.1 / 46.4, 2.9B 70.8 / 64.8 / 77.7 /
+// 88.0; each slice repeats phase A, and past 2 phase B no longer shortens much).
+constexpr uint32_t kWkvMostSlices = 8, kWkvSliceRows = 4, kWkvDefaultSlices = 2;
 // Workgroups a long chunk's wkv may make by splitting its heads' rows: no more than an H100's or
 // H200's 132 SMs hold one at a time (a second wave doubles the time of the SMs that take two).
 constexpr uint32_t kWkvSliceGrid = 128;
@@ -520,13 +522,15 @@ Pipelines::Key Kernels::wkv_key(uint32_t head_size, uint32_t T, bool lora, uint3
 // Phase B of a long chunk is bound by one SM's shared-memory reads (docs/PERFORMANCE.md,
 // session 15): with fewer (head, sequence) workgroups than SMs, each head's rows go to 2, 4 or
 // 8 workgroups, whose redundant phase A runs in parallel on SMs that would otherwise idle, as
-// long as they all fit one wave (H100, 2.9B Q4_K_M, 40 heads, slices 1 / 2 / 4 / 8: doc state
-// 70.5 / 64.8 / 79.6 / 87.6 ms).
+// long as they all fit one wave (2.9B: 4 slices, 160 workgroups, lost to 2).
 uint32_t Kernels::wkv_slices(uint32_t n_head, uint32_t head_size, uint32_t n_seq) const {
   const uint32_t most = std::min(kWkvMostSlices, head_size / kWkvSliceRows);
   if (wkv_slices_ != 0) return std::min(wkv_slices_, most);
   uint32_t slices = 1;
-  while (slices < most && n_head * n_seq * slices * 2 <= kWkvSliceGrid) slices *= 2;
+  while (slices < std::min(most, kWkvDefaultSlices) &&
+         n_head * n_seq * slices * 2 <= kWkvSliceGrid) {
+    slices *= 2;
+  }
   return slices;
 }
 
