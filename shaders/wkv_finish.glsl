@@ -20,14 +20,8 @@ vec2 token_sum(vec2 v, bool live) {
   return total;
 }
 
-// v * bonus rounded on its own (no fused multiply-add into the sum after it): wkv_out.comp
-// reads it back from memory, rounded.
-float wkv_value_bonus(float v, float bonus) {
-  precise const float vb = v * bonus;
-  return vb;
-}
-
-// The head's GroupNorm of y (weights lnw, lnb), plus vb (wkv_value_bonus), times the gate g.
+// The head's GroupNorm of y (weights lnw, lnb), plus vb (wkv_core.glsl's wkv_value_bonus),
+// times the gate g.
 // Every invocation of the workgroup must call it (token_sum).
 float wkv_finish(float y, bool live, float lnw, float lnb, float vb, float g) {
   const float mu = token_sum(vec2(y, 0), live).x / float(NS);

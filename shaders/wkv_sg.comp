@@ -45,7 +45,6 @@ layout(constant_id = 5) const uint HT = 1;  // tokens whose LoRA down outputs ph
 // A variant whose workgroups take groups of single-token sequences (pc.flags bits 8..15: up to
 // TB of them); a pipeline of its own, so the one-sequence variant carries none of its code.
 layout(constant_id = 6) const bool GROUPS = false;
-const uint P = 4;  // invocations per state row in phase B (the first NS * P of each set)
 const uint LT = LL > 0u ? TB * NS : 1u;  // phase L results' shared size
 
 #include "wkv_push.glsl"
@@ -57,6 +56,7 @@ shared float s_bonus[TB];
 shared float s_lw[LT], s_la[LT], s_lv[LT], s_lg[LT];  // phase L results
 shared vec4 s_h4[LL > 0u ? HT * PL * LL : 1u];  // phase L: HT tokens' [hw | ha | hg | hv]
 #include "wkv_finish.glsl"
+#include "wkv_core.glsl"
 
 // Weight vec4 f of channel ch in the concatenated rows [w2 | a2 | g2 | v2] (n* vec4 each).
 vec4 lora_weight(uint f, uint ch, uvec4 n) {
@@ -129,52 +129,6 @@ void lora_up(uint t0, uint nb, uint h) {
   }
 }
 
-// The 4 lanes of a row (consecutive invocations) add their parts.
-float row_sum(float v) {
-  v += subgroupShuffleXor(v, 1u);
-  return v + subgroupShuffleXor(v, 2u);
-}
-
-// Phase B: the invocation's part of a state row (columns part + P * m), in registers. (Global:
-// glslang matches no array parameter sized by specialization constants.)
-float S[NS / P];
-
-// One token of phase B for the caller's state row: the 4 lanes of a row run it together.
-void recur(uint tt, uint row, uint part) {
-  const uint base = tt * NS + part;
-  float sa = 0.0;
-  [[unroll]] for (uint m = 0; m < NS / P; ++m) sa -= S[m] * s_kk[base + P * m];
-  sa += subgroupShuffleXor(sa, 1u);
-  sa += subgroupShuffleXor(sa, 2u);
-  const float v = s_v[tt * NS + row];
-  float y = 0.0;
-  [[unroll]] for (uint m = 0; m < NS / P; ++m) {
-    const uint j = base + P * m;
-    S[m] = S[m] * s_w[j] + sa * s_ka[j] + v * s_k[j];
-    y += S[m] * s_r[j];
-  }
-  y += subgroupShuffleXor(y, 1u);
-  y += subgroupShuffleXor(y, 2u);
-  if (part == 0) s_y[tt * NS + row] = y;
-}
-
-// State row `row` of head h (columns part + P * m) from or to base sb of a sequence's slot.
-void load_rows(uint sb, uint h, uint row, uint part) {
-  [[unroll]] for (uint m = 0; m < NS / P; ++m) {
-    S[m] = state[sb + (1 + part + P * m) * pc.D + h * NS + row];
-  }
-}
-void store_rows(uint sb, uint h, uint row, uint part) {
-  [[unroll]] for (uint m = 0; m < NS / P; ++m) {
-    state[sb + (1 + part + P * m) * pc.D + h * NS + row] = S[m];
-  }
-}
-
-// Where sequence seq's rows of this layer lie in the state buffer.
-uint seq_state_base(uint seq) {
-  return meta[pc.meta_seq + 4 * seq] * pc.slot_floats + pc.state_base;
-}
-
 void main() {
   const uint h = gl_WorkGroupID.x, tid = gl_LocalInvocationID.x;
   const uint D = pc.D;
@@ -198,8 +152,13 @@ void main() {
   // Phases A and C layout: token slot tid / NS of the pass, channel tid % NS.
   const uint c = tid % NS, ch = h * NS + c, lanes_tok = WG / NS;
   const bool own = c - row0 < rows;  // channel c is one of this workgroup's state rows
-  const float w0 = vecs[pc.w0 + ch], a0 = vecs[pc.a0 + ch], v0 = vecs[pc.v0 + ch];
-  const float kkw = vecs[pc.k_k + ch], kaw = vecs[pc.k_a + ch], rkw = vecs[pc.r_k + ch];
+  float prm[6];  // w0, a0, v0, k_k, k_a, r_k
+  prm[0] = vecs[pc.w0 + ch];
+  prm[1] = vecs[pc.a0 + ch];
+  prm[2] = vecs[pc.v0 + ch];
+  prm[3] = vecs[pc.k_k + ch];
+  prm[4] = vecs[pc.k_a + ch];
+  prm[5] = vecs[pc.r_k + ch];
   const float lnw = vecs[pc.lnx_w + ch], lnb = vecs[pc.lnx_b + ch];
 
   for (uint b0 = 0; b0 < n; b0 += TB) {
@@ -222,39 +181,19 @@ void main() {
     // A: per-token, per-channel inputs of the recurrence.
     for (uint tt = tid / NS; tt < pass_end; tt += lanes_tok) {
       const bool live = tt < nb;
-      float kr = 0.0, bonus = 0.0, v = 0.0;
       const uint o = (first + b0 + tt) * D + ch;
+      WkvIn in_ = WkvIn(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
       if (live) {
-        const float r = act[pc.r_off + o], k = act[pc.k_off + o];
-        const float a = sigmoid(a0 + (fused ? s_la[tt * NS + c] : act[pc.al_off + o]));
-        // v only for this workgroup's rows: a row slice overwrites its rows' v (below), which
-        // the other slices must not read.
-        if (own) {
-          v = act[pc.v_off + o];
-          if ((pc.flags & kLayer0) != 0u) {
-            act[pc.vf_off + o] = v;
-          } else {
-            v += (act[pc.vf_off + o] - v) *
-                 sigmoid(v0 + (fused ? s_lv[tt * NS + c] : act[pc.vl_off + o]));
-          }
-        }
-        kr = k * kkw;
-        const float k2 = k * (1.0 + (a - 1.0) * kaw);
-        bonus = r * k2 * rkw;
-        s_w[tt * NS + c] =
-            exp(-0.606531 * sigmoid(w0 + (fused ? s_lw[tt * NS + c] : act[pc.wl_off + o])));
-        s_ka[tt * NS + c] = a;  // times kk below
-        s_k[tt * NS + c] = k2;
-        s_r[tt * NS + c] = r;
-        s_v[tt * NS + c] = v;
+        const uint e = tt * NS + c;
+        in_ = wkv_in(o, own, fused ? s_lw[e] : act[pc.wl_off + o],
+                     fused ? s_la[e] : act[pc.al_off + o], fused ? s_lv[e] : act[pc.vl_off + o],
+                     prm);
       }
-      const vec2 sums = token_sum(vec2(kr * kr, bonus), live);
+      const vec2 sums = token_sum(vec2(in_.kr * in_.kr, in_.bonus), live);
       if (live) {
-        const float kk = kr / max(sqrt(sums.x), 1e-12);
-        s_kk[tt * NS + c] = kk;
-        s_ka[tt * NS + c] *= kk;
+        wkv_stage(tt, c, in_, in_.kr / max(sqrt(sums.x), 1e-12));
         if (c == 0) s_bonus[tt] = sums.y;
-        if (split && own) act[pc.v_off + o] = wkv_value_bonus(v, sums.y);  // for wkv_out.comp
+        if (split && own) act[pc.v_off + o] = wkv_value_bonus(in_.v, sums.y);  // for wkv_out.comp
       }
     }
     barrier();
@@ -266,10 +205,14 @@ void main() {
           store_rows(seq_state_base(seq0 + sq - pb), h, row, part);
           load_rows(seq_state_base(seq0 + sq), h, row, part);
         }
-        recur(sq, row, part);
+        const float y = recur(sq, row, part);
+        if (part == 0) s_y[sq * NS + row] = y;
       }
     } else {
-      for (uint tt = 0; tt < nb && b_lane; ++tt) recur(tt, row, part);
+      for (uint tt = 0; tt < nb && b_lane; ++tt) {
+        const float y = recur(tt, row, part);
+        if (part == 0) s_y[tt * NS + row] = y;
+      }
     }
     barrier();
     if (split) {

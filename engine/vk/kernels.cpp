@@ -20,6 +20,7 @@ constexpr uint32_t kWkvBlock = 8;  // wkv_sg.comp TB: tokens per block (a multip
 // slices: 0.1B 11.2 / 9.0 / 9.3 / 9.4, 1.5B 41.9 / 38.4 / 38.1 / 46.4, 2.9B 70.8 / 64.8 / 77.7 /
 // 88.0; each slice repeats phase A, and past 2 phase B no longer shortens much).
 constexpr uint32_t kWkvMostSlices = 8, kWkvSliceRows = 4, kWkvDefaultSlices = 2;
+constexpr uint32_t kWkvRowLanes = 4;  // wkv_core.glsl P: invocations per state row in phase B
 // Workgroups a long chunk's wkv may make by splitting its heads' rows: no more than an H100's or
 // H200's 132 SMs hold one at a time (a second wave doubles the time of the SMs that take two).
 constexpr uint32_t kWkvSliceGrid = 128;
@@ -142,6 +143,7 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   // its own), see wkv(); no more than wkv_sg.comp's block of tokens.
   wkv_group_ = std::clamp(env_u32("RWKVD_VK_WKV_GROUP", 4), 1u, kWkvBlock);
   wkv_slices_ = std::bit_floor(std::min(env_u32("RWKVD_VK_WKV_SLICES", 0), kWkvMostSlices));
+  wkv_pipelined_ = env_u32("RWKVD_VK_WKV_PIPELINED", 1) != 0;
   // Long chunks (prefill): more tokens per pass of wkv's parallel phases and per block, each pass
   // a memory latency and barriers (H100, see docs/PERFORMANCE.md). $RWKVD_VK_WKV_LONG_* override.
   // (Not on CPU devices, where the idle invocations of a wider workgroup cost time.)
@@ -231,6 +233,7 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
     // The long-chunk variant only where some forward can reach it (never on CPU devices).
     if (wkv_long_t_ != UINT32_MAX) {
       keys.push_back(wkv_key(head_size, wkv_long_t_, false, 0));
+      if (const Pipelines::Key k = wkv_long_key(head_size); !k.first.empty()) keys.push_back(k);
       keys.push_back({"wkv_out", {head_size, head_size}});
     }
     if (lora_ranks > 0 && wkv_fuses_lora(head_size, lora_ranks)) {
@@ -519,6 +522,22 @@ Pipelines::Key Kernels::wkv_key(uint32_t head_size, uint32_t T, bool lora, uint3
   return {"wkv_sg", {lanes * head_size, head_size, block, lanes, loads, staged, grouped ? 1u : 0u}};
 }
 
+// Twice phase B's invocations (the rest run phase A), and as many tokens a block (a multiple of
+// 4, at most $RWKVD_VK_WKV_LONG_BLOCK) as two buffers of its six shared arrays leave room for.
+Pipelines::Key Kernels::wkv_long_key(uint32_t head_size) const {
+  const VkPhysicalDeviceLimits& lim = dev_.props().limits;
+  const uint32_t sg = dev_.features().subgroup_size, wg = 2 * kWkvRowLanes * head_size;
+  if (!wkv_pipelined_ || !wkv_sg(head_size) || sg > head_size || !dev_.features().subgroup_arith ||
+      wg > std::min(lim.maxComputeWorkGroupSize[0], lim.maxComputeWorkGroupInvocations)) {
+    return {};
+  }
+  const auto shared_bytes = [&](uint32_t block) { return 48 * block * head_size + 16 * 256; };
+  uint32_t block = wkv_long_block_;
+  while (block > 4 && shared_bytes(block) > lim.maxComputeSharedMemorySize) block -= 4;
+  if (shared_bytes(block) > lim.maxComputeSharedMemorySize) return {};
+  return {"wkv_long", {wg, head_size, block, sg}};
+}
+
 // Phase B of a long chunk is bound by one SM's shared-memory reads (docs/PERFORMANCE.md,
 // session 15): with fewer (head, sequence) workgroups than SMs, each head's rows go to 2, 4 or
 // 8 workgroups, whose redundant phase A runs in parallel on SMs that would otherwise idle, as
@@ -739,6 +758,18 @@ void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& args, 
     // A long chunk of few sequences: each head's state rows over several workgroups, then
     // wkv_out.comp for the GroupNorm, bonus and gate (which need all of a head's rows).
     const bool long_chunk = !lora && T >= wkv_long_t_;
+    const Pipelines::Key pipelined =
+        long_chunk && args.y_q8 == kNoQ8 ? wkv_long_key(head_size) : Pipelines::Key{};
+    if (!pipelined.first.empty()) {
+      const uint32_t slices = wkv_slices(n_head, head_size, n_seq);
+      a.flags |= slices << 16;
+      bind(cb, set, pipes_.get(pipelined.first, pipelined.second), &a, sizeof(a));
+      vkCmdDispatch(cb, n_head, n_seq, slices);
+      compute_barrier(cb);
+      bind(cb, set, pipes_.get("wkv_out", {head_size, head_size}), &a, sizeof(a));
+      vkCmdDispatch(cb, n_head, T, 1);
+      return;
+    }
     const uint32_t slices =
         long_chunk && args.y_q8 == kNoQ8 ? wkv_slices(n_head, head_size, n_seq) : 1;
     a.flags |= slices > 1 ? slices << 16 : 0;

@@ -170,6 +170,9 @@ class Kernels {
   WkvLora wkv_lora(uint32_t head_size, uint32_t lora_ranks) const;
   // wkv_sg.comp's pipeline for a forward of T tokens, with or without the LoRA up phase, with
   // workgroups of one sequence or (grouped) of a group of one-token sequences.
+  // wkv_long.comp's pipeline for long chunks (the pipelined phases A and B), if this device
+  // runs it; else an empty name.
+  Pipelines::Key wkv_long_key(uint32_t head_size) const;
   // Row slices for a long chunk's wkv of n_head x n_seq (head, sequence) workgroups.
   uint32_t wkv_slices(uint32_t n_head, uint32_t head_size, uint32_t n_seq) const;
   Pipelines::Key wkv_key(uint32_t head_size, uint32_t T, bool lora, uint32_t lora_ranks,
@@ -217,6 +220,7 @@ class Kernels {
   // $RWKVD_VK_WKV_SLICES: workgroups a (head, sequence) of a long chunk splits its state rows
   // over (1: none; 0: wkv_slices() by the grid).
   uint32_t wkv_slices_ = 0;
+  bool wkv_pipelined_ = true;  // $RWKVD_VK_WKV_PIPELINED=0: long chunks on wkv_sg.comp instead
   // From wkv_long_t_ tokens: invocations per channel and tokens per block of the long variant.
   uint32_t wkv_long_t_ = 33, wkv_long_lanes_ = 16, wkv_long_block_ = 16;
   uint32_t dispatches_ = 0;

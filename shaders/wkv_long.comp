@@ -1,0 +1,95 @@
+#version 450
+// The RWKV-7 recurrence for long chunks (prefill): one workgroup per (head, sequence, row slice),
+// over blocks of TB tokens, in a software pipeline. While the first rows * P invocations run
+// phase B (wkv_core.glsl's recur, token after token, this slice's state rows in registers) over
+// block b, the other subgroups run phase A for block b + 1 into the other half of the
+// double-buffered shared arrays: a subgroup per token, its lanes taking the head's channels SG
+// at a time, so the head's sums need no workgroup barrier. One barrier a block, and phase A's
+// memory latencies hide behind phase B (in wkv_sg.comp the two ran one after the other, phase A
+// with two barriers a pass).
+// Phase C (GroupNorm, bonus, gate) is wkv_out.comp's: phase B writes the raw outputs to y_off,
+// phase A v * bonus to v_off (its rows only: another slice may still read the rest).
+// The arithmetic is wkv_sg.comp's (wkv_core.glsl), and the head's sums add the same subgroup sums
+// in the same order as its token_sum, so a token's numbers do not depend on the kernel.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;              // > NS * P: phase B's invocations and phase A's
+layout(constant_id = 1) const uint NS = 64;  // head size
+layout(constant_id = 2) const uint TB = 8;   // tokens per block
+layout(constant_id = 3) const uint SG = 32;  // the device's subgroup size (<= NS)
+
+#include "wkv_push.glsl"
+
+// [buffer][token of the block][channel]
+shared float s_w[2 * TB * NS], s_kk[2 * TB * NS], s_ka[2 * TB * NS], s_k[2 * TB * NS],
+    s_r[2 * TB * NS], s_v[2 * TB * NS];
+#include "wkv_core.glsl"
+
+const uint PER = NS / SG;  // channels a lane of phase A takes
+float prm[PER][6];         // their w0, a0, v0, k_k, k_a, r_k
+
+// Phase A of the nb tokens from chunk token t0 into buffer buf, by phase A's subgroup a of na.
+void phase_a(uint t0, uint nb, uint buf, uint h, uint row0, uint rows, uint a, uint na) {
+  const uint lane = gl_SubgroupInvocationID;
+  for (uint tt = a; tt < nb; tt += na) {
+    const uint to = (t0 + tt) * pc.D + h * NS;
+    WkvIn in_[PER];
+    vec2 sums = vec2(0);  // over the head, as token_sum adds them
+    [[unroll]] for (uint q = 0; q < PER; ++q) {
+      const uint c = q * SG + lane, o = to + c;
+      in_[q] = wkv_in(o, c - row0 < rows, act[pc.wl_off + o], act[pc.al_off + o],
+                      act[pc.vl_off + o], prm[q]);
+      sums += subgroupAdd(vec2(in_[q].kr * in_[q].kr, in_[q].bonus));
+    }
+    [[unroll]] for (uint q = 0; q < PER; ++q) {
+      const uint c = q * SG + lane;
+      wkv_stage(buf * TB + tt, c, in_[q], in_[q].kr / max(sqrt(sums.x), 1e-12));
+      if (c - row0 < rows) act[pc.v_off + to + c] = wkv_value_bonus(in_[q].v, sums.y);
+    }
+  }
+}
+
+void main() {
+  const uint h = gl_WorkGroupID.x, seq = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
+  const uint slices = max(1u, (pc.flags >> 16) & 0xffu), rows = NS / slices;
+  const uint row0 = gl_WorkGroupID.z * rows;
+  const uint first = meta[pc.meta_seq + 4 * seq + 1], n = meta[pc.meta_seq + 4 * seq + 2];
+  // Phase B: invocation (row, part) of this slice's rows; phase A: the subgroups after them.
+  const bool b_lane = tid < rows * P;
+  const uint row = row0 + tid / P, part = tid % P;
+  const uint b_subgroups = (rows * P + SG - 1u) / SG;
+  const bool a_lane = gl_SubgroupID >= b_subgroups;
+  const uint a = gl_SubgroupID - b_subgroups, na = gl_NumSubgroups - b_subgroups;
+  if (a_lane) {
+    [[unroll]] for (uint q = 0; q < PER; ++q) {
+      const uint ch = h * NS + q * SG + gl_SubgroupInvocationID;
+      prm[q][0] = vecs[pc.w0 + ch];
+      prm[q][1] = vecs[pc.a0 + ch];
+      prm[q][2] = vecs[pc.v0 + ch];
+      prm[q][3] = vecs[pc.k_k + ch];
+      prm[q][4] = vecs[pc.k_a + ch];
+      prm[q][5] = vecs[pc.r_k + ch];
+    }
+    phase_a(first, min(TB, n), 0u, h, row0, rows, a, na);
+  }
+  const uint sb = seq_state_base(seq);
+  if (b_lane) load_rows(sb, h, row, part);
+  barrier();
+  const uint blocks = (n + TB - 1u) / TB;
+  for (uint b = 0; b < blocks; ++b) {
+    const uint buf = b & 1u, b0 = b * TB;
+    if (b_lane) {
+      for (uint tt = 0; tt < min(TB, n - b0); ++tt) {
+        const float y = recur(buf * TB + tt, row, part);
+        if (part == 0) act[pc.y_off + (first + b0 + tt) * pc.D + h * NS + row] = y;
+      }
+    } else if (a_lane && b + 1u < blocks) {
+      phase_a(first + b0 + TB, min(TB, n - b0 - TB), buf ^ 1u, h, row0, rows, a, na);
+    }
+    barrier();  // block b + 1 staged; block b's buffer free for block b + 2
+  }
+  if (b_lane) store_rows(sb, h, row, part);
+}
