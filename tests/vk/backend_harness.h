@@ -18,6 +18,7 @@ namespace rwkvd::test {
 
 inline std::unique_ptr<engine::VkBackend> gpu(const std::filesystem::path& p, uint32_t chunk = 256,
                                               uint32_t slots = 1) {
+  keep_driver_loaded();
   enable_validation();
   engine::BackendOptions o;
   o.max_chunk = chunk;

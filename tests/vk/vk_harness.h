@@ -25,9 +25,28 @@ inline void enable_validation() {
   setenv("RWKVD_VK_VALIDATION", "1", 0);
 }
 
+// The NVIDIA driver refuses new instances (VK_ERROR_INCOMPATIBLE_DRIVER) after some 20-30 have
+// come and gone in one process, as the loader unloads and reloads it each time; one instance
+// held for the whole process keeps it loaded.
+inline void keep_driver_loaded() {
+  struct Held {
+    VkInstance instance = VK_NULL_HANDLE;
+    Held() {
+      VkInstanceCreateInfo ici{};
+      ici.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
+      if (vkCreateInstance(&ici, nullptr, &instance) != VK_SUCCESS) instance = VK_NULL_HANDLE;
+    }
+    ~Held() {
+      if (instance != VK_NULL_HANDLE) vkDestroyInstance(instance, nullptr);
+    }
+  };
+  static const Held held;
+}
+
 class VkRig {
  public:
   VkRig() {
+    keep_driver_loaded();
     enable_validation();
     dev = std::make_unique<engine::vk::Device>();
     pipes = std::make_unique<engine::vk::Pipelines>(*dev);
