@@ -1,17 +1,9 @@
 // The per-token arithmetic of the RWKV-7 recurrence shared by wkv_sg.comp (decode and short
 // chunks) and wkv_long.comp (long chunks), so that a token's numbers do not depend on which
-// kernel ran it, and the shared arrays that carry phase A's values to phase B. Needs NS (the
-// head size, a multiple of 16) and kWkvSlots (the token slots of the arrays) declared before.
+// kernel ran it. Needs NS (the head size) and the shared arrays s_w, s_kk, s_ka, s_k, s_r, s_v
+// ([token][NS]) declared before.
 
 const uint P = 4;  // invocations per state row in phase B
-// Phase B's lane `part` of a row holds columns part * kRun .. part * kRun + kRun - 1, so it reads
-// a token's column values as vec4s (a quarter of the shared-memory instructions of one float a
-// column); each part's run is padded to kPad floats so that the 4 parts of a row read 4
-// different banks.
-const uint kRun = NS / P, kPad = kRun + 4u, kStage = P * kPad;  // floats a token
-shared vec4 s_w[kWkvSlots * kStage / 4u], s_kk[kWkvSlots * kStage / 4u],
-    s_ka[kWkvSlots * kStage / 4u], s_k[kWkvSlots * kStage / 4u], s_r[kWkvSlots * kStage / 4u];
-shared float s_v[kWkvSlots * NS];  // [token][channel]
 
 // Phase A's values for one channel of one token: decay w, rate a, updated key k2, receptance r,
 // kr (k * k_k, which the caller normalises over the head), the bonus term r * k2 * r_k, and v
@@ -50,53 +42,47 @@ float wkv_value_bonus(float v, float bonus) {
 
 // Stores channel c of token slot tt of phase A (kk: kr normalised over the head).
 void wkv_stage(uint tt, uint c, WkvIn i, float kk) {
-  const uint e = tt * kStage + c / kRun * kPad + c % kRun, e4 = e / 4u, k = e % 4u;
-  s_w[e4][k] = i.w;
-  s_kk[e4][k] = kk;
-  s_ka[e4][k] = i.a * kk;
-  s_k[e4][k] = i.k2;
-  s_r[e4][k] = i.r;
-  s_v[tt * NS + c] = i.v;
+  const uint e = tt * NS + c;
+  s_w[e] = i.w;
+  s_kk[e] = kk;
+  s_ka[e] = i.a * kk;
+  s_k[e] = i.k2;
+  s_r[e] = i.r;
+  s_v[e] = i.v;
 }
 
-// Phase B: the invocation's part of a state row (columns part * kRun + m), in registers.
-// (Global: glslang matches no array parameter sized by specialization constants.)
-float S[kRun];
+// Phase B: the invocation's part of a state row (columns part + P * m), in registers. (Global:
+// glslang matches no array parameter sized by specialization constants.)
+float S[NS / P];
 
 // One token (slot tt of the shared arrays) of phase B for the caller's state row: the 4 lanes
 // of a row (consecutive invocations) run it together; returns the row's output.
 float recur(uint tt, uint row, uint part) {
-  const uint base = (tt * kStage + part * kPad) / 4u;
+  const uint base = tt * NS + part;
   float sa = 0.0;
-  [[unroll]] for (uint m4 = 0; m4 < kRun / 4u; ++m4) {
-    const vec4 kk = s_kk[base + m4];
-    [[unroll]] for (uint k = 0; k < 4u; ++k) sa -= S[4u * m4 + k] * kk[k];
-  }
+  [[unroll]] for (uint m = 0; m < NS / P; ++m) sa -= S[m] * s_kk[base + P * m];
   sa += subgroupShuffleXor(sa, 1u);
   sa += subgroupShuffleXor(sa, 2u);
   const float v = s_v[tt * NS + row];
   float y = 0.0;
-  [[unroll]] for (uint m4 = 0; m4 < kRun / 4u; ++m4) {
-    const vec4 w = s_w[base + m4], ka = s_ka[base + m4], kv = s_k[base + m4], r = s_r[base + m4];
-    [[unroll]] for (uint k = 0; k < 4u; ++k) {
-      const uint m = 4u * m4 + k;
-      S[m] = S[m] * w[k] + sa * ka[k] + v * kv[k];
-      y += S[m] * r[k];
-    }
+  [[unroll]] for (uint m = 0; m < NS / P; ++m) {
+    const uint j = base + P * m;
+    S[m] = S[m] * s_w[j] + sa * s_ka[j] + v * s_k[j];
+    y += S[m] * s_r[j];
   }
   y += subgroupShuffleXor(y, 1u);
   return y + subgroupShuffleXor(y, 2u);
 }
 
-// State row `row` of head h (columns part * kRun + m) from or to base sb of a sequence's slot.
+// State row `row` of head h (columns part + P * m) from or to base sb of a sequence's slot.
 void load_rows(uint sb, uint h, uint row, uint part) {
-  [[unroll]] for (uint m = 0; m < kRun; ++m) {
-    S[m] = state[sb + (1 + part * kRun + m) * pc.D + h * NS + row];
+  [[unroll]] for (uint m = 0; m < NS / P; ++m) {
+    S[m] = state[sb + (1 + part + P * m) * pc.D + h * NS + row];
   }
 }
 void store_rows(uint sb, uint h, uint row, uint part) {
-  [[unroll]] for (uint m = 0; m < kRun; ++m) {
-    state[sb + (1 + part * kRun + m) * pc.D + h * NS + row] = S[m];
+  [[unroll]] for (uint m = 0; m < NS / P; ++m) {
+    state[sb + (1 + part + P * m) * pc.D + h * NS + row] = S[m];
   }
 }
 

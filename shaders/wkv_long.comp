@@ -23,7 +23,9 @@ layout(constant_id = 3) const uint SG = 32;  // the device's subgroup size (<= N
 
 #include "wkv_push.glsl"
 
-const uint kWkvSlots = 2u * TB;  // [buffer][token of the block]
+// [buffer][token of the block][channel]
+shared float s_w[2 * TB * NS], s_kk[2 * TB * NS], s_ka[2 * TB * NS], s_k[2 * TB * NS],
+    s_r[2 * TB * NS], s_v[2 * TB * NS];
 #include "wkv_core.glsl"
 
 const uint PER = NS / SG;  // channels a lane of phase A takes

@@ -4,8 +4,8 @@
 //  A. in parallel over the block's tokens and channels: decay w, rate a, value residual, kk
 //     normalisation, k update, the bonus coefficient sum(r * k * r_k), into shared memory;
 //  B. sequential over the block's tokens: invocation (i, part) owns state row i, columns
-//     j = 16 part + m (head size 64); the row's dot products are reduced over its 4 lanes by
-//     shuffles (wkv_core.glsl). Rows do not interact, so this phase has no barrier at all;
+//     j = part + 4m; the row's dot products are reduced over its 4 lanes by shuffles. Rows do
+//     not interact, so this phase has no barrier at all;
 //  C. in parallel again: GroupNorm of each token's head output, bonus, gate.
 // Only phase B is sequential, and it is ~NS/4 multiply-adds per token.
 // Row slices (pc.flags bits 16..23, long chunks of few sequences): phase B of one workgroup is
@@ -49,13 +49,13 @@ const uint LT = LL > 0u ? TB * NS : 1u;  // phase L results' shared size
 
 #include "wkv_push.glsl"
 
-shared float s_y[TB * NS];
+shared float s_w[TB * NS], s_kk[TB * NS], s_ka[TB * NS], s_k[TB * NS], s_r[TB * NS],
+    s_v[TB * NS], s_y[TB * NS];
 shared vec2 s_part[NS * PL / 4u];  // per-subgroup partial sums (subgroups hold >= 4)
 shared float s_bonus[TB];
 shared float s_lw[LT], s_la[LT], s_lv[LT], s_lg[LT];  // phase L results
 shared vec4 s_h4[LL > 0u ? HT * PL * LL : 1u];  // phase L: HT tokens' [hw | ha | hg | hv]
 #include "wkv_finish.glsl"
-const uint kWkvSlots = TB;
 #include "wkv_core.glsl"
 
 // Weight vec4 f of channel ch in the concatenated rows [w2 | a2 | g2 | v2] (n* vec4 each).
@@ -139,8 +139,8 @@ void main() {
   const uint pb = GROUPS ? WG / (NS * P) : 1u;
   const uint first = meta[pc.meta_seq + 4 * seq0 + 1];
   const uint n = GROUPS ? g : meta[pc.meta_seq + 4 * seq0 + 2];
-  // Phase B layout: set q of NS * P invocations (its first sequence), row i, columns from
-  // part * NS / P (wkv_core.glsl).
+  // Phase B layout: set q of NS * P invocations (its first sequence), row i, columns part + P*m
+  // (interleaved: the 4 lanes of a row hit 4 banks).
   // Row slices (not with GROUPS): this workgroup (z) owns state rows row0 .. row0 + rows - 1;
   // phase C is then wkv_out.comp's, after every slice is done.
   const uint slices = max(1u, (pc.flags >> 16) & 0xffu), rows = NS / slices;

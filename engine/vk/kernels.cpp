@@ -85,17 +85,11 @@ bool has_int8_product(GgmlType t) {
   return t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
 }
 
-// wkv_core.glsl's shared arrays for `slots` tokens: five of padded column runs (ns + 16 floats a
-// token), s_v.
-uint32_t wkv_core_bytes(uint32_t ns, uint32_t slots) {
-  return slots * (20 * (ns + 16) + 4 * ns);
-}
-
 // wkv_sg.comp's shared memory for these constants (see its arrays; red4 of common.glsl too).
 uint32_t wkv_shared_bytes(uint32_t ns, uint32_t lanes, uint32_t block, uint32_t loads,
                           uint32_t staged = 1) {
   const uint32_t lora = loads > 0 ? 16 * block * ns + 16 * staged * lanes * loads : 8;
-  return wkv_core_bytes(ns, block) + 4 * block * ns + 4 * block + 2 * ns * lanes + lora + 16 * 256;
+  return 28 * block * ns + 4 * block + 2 * ns * lanes + lora + 16 * 256;
 }
 
 struct H16Push {
@@ -470,10 +464,8 @@ uint32_t Kernels::mc_rows(GgmlType type, uint32_t max_n, uint32_t T, uint32_t n_
 
 bool Kernels::wkv_sg(uint32_t head_size) const {
   const DeviceFeatures& f = dev_.features();
-  // (wkv_core.glsl: a multiple of 16, so that a lane's run of columns is whole vec4s.)
-  return f.subgroup_shuffle && f.subgroup_size <= head_size && head_size % 16 == 0 &&
-         4 * head_size <= 256 && 4 * head_size <= dev_.props().limits.maxComputeWorkGroupSize[0] &&
-         !wkv_portable_;
+  return f.subgroup_shuffle && f.subgroup_size <= head_size && 4 * head_size <= 256 &&
+         4 * head_size <= dev_.props().limits.maxComputeWorkGroupSize[0] && !wkv_portable_;
 }
 
 std::vector<std::string> Kernels::choices(uint32_t head_size) const {
@@ -539,9 +531,7 @@ Pipelines::Key Kernels::wkv_long_key(uint32_t head_size) const {
       wg > std::min(lim.maxComputeWorkGroupSize[0], lim.maxComputeWorkGroupInvocations)) {
     return {};
   }
-  const auto shared_bytes = [&](uint32_t block) {
-    return wkv_core_bytes(head_size, 2 * block) + 16 * 256;
-  };
+  const auto shared_bytes = [&](uint32_t block) { return 48 * block * head_size + 16 * 256; };
   uint32_t block = wkv_long_block_;
   while (block > 4 && shared_bytes(block) > lim.maxComputeSharedMemorySize) block -= 4;
   if (shared_bytes(block) > lim.maxComputeSharedMemorySize) return {};
