@@ -57,24 +57,19 @@ float S[NS / P];
 
 // One token (slot tt of the shared arrays) of phase B for the caller's state row: the 4 lanes
 // of a row (consecutive invocations) run it together; returns the row's output.
-// Each dot product runs as four interleaved partial sums: a token is a chain of dependent
-// latencies (the sums, the shuffles between the 4 lanes, the next token's sums on the new state),
-// and four chains of NS/16 multiply-adds are a quarter as long as one of NS/4.
 float recur(uint tt, uint row, uint part) {
   const uint base = tt * NS + part;
-  vec4 sa4 = vec4(0);
-  [[unroll]] for (uint m = 0; m < NS / P; ++m) sa4[m % 4u] -= S[m] * s_kk[base + P * m];
-  float sa = (sa4.x + sa4.y) + (sa4.z + sa4.w);
+  float sa = 0.0;
+  [[unroll]] for (uint m = 0; m < NS / P; ++m) sa -= S[m] * s_kk[base + P * m];
   sa += subgroupShuffleXor(sa, 1u);
   sa += subgroupShuffleXor(sa, 2u);
   const float v = s_v[tt * NS + row];
-  vec4 y4 = vec4(0);
+  float y = 0.0;
   [[unroll]] for (uint m = 0; m < NS / P; ++m) {
     const uint j = base + P * m;
     S[m] = S[m] * s_w[j] + sa * s_ka[j] + v * s_k[j];
-    y4[m % 4u] += S[m] * s_r[j];
+    y += S[m] * s_r[j];
   }
-  float y = (y4.x + y4.y) + (y4.z + y4.w);
   y += subgroupShuffleXor(y, 1u);
   return y + subgroupShuffleXor(y, 2u);
 }
