@@ -37,18 +37,6 @@
 #ifndef MC_ROWS
 #define MC_ROWS 64
 #endif
-#ifndef MC_DEPTH
-#define MC_DEPTH 1  // steps whose loads are in flight while one multiplies
-#endif
-#if MC_DEPTH == 2
-#define RAW_NEXT raw2
-#define XU_NEXT xu2
-#define XV_NEXT xv2
-#else
-#define RAW_NEXT raw
-#define XU_NEXT xu
-#define XV_NEXT xv
-#endif
 layout(local_size_x = 2 * MC_ROWS) in;  // two invocations a row decode its step's two pieces
 const uint BM = MC_ROWS, BN = MC_TOKENS, BK = 64;
 const uint NI = 2u * BM;        // invocations
@@ -140,29 +128,6 @@ void main() {
     const uint xo = x_row + BK * q0 / 4u;
     [[unroll]] for (uint j = 0; j < XV; ++j) xv[j] = x_live ? act4[xo + j] : vec4(0);
   }
-#if MC_DEPTH == 2
-  // MC_DEPTH 2: step q + 2's loads are in flight while step q multiplies, not only q + 1's: with
-  // 2-3 workgroups an SM (129 registers a lane) one step's matrix work does not cover a load's
-  // latency.
-  Raw raw2 = raw;
-  vec4 xv2[XV];
-  uvec4 xu2[XU];
-  if (q0 + 1u < nq) {
-#if defined(WTYPE_Q4_K)
-    const uint pn = 2u * (q0 + 1u) + wp;
-    raw2.q = wb4[s].w[w_blk + (pn >> 3) * 9u + 1u + (pn & 7u)];
-#else
-    raw2 = load_piece(s, w_row, 2u * (q0 + 1u) + wp);
-#endif
-    if (X16) {
-      const uint xo = x_row + BK * (q0 + 1u) / 8u;
-      [[unroll]] for (uint j = 0; j < XU; ++j) xu2[j] = x_live ? actu4[xo + j] : uvec4(0);
-    } else {
-      const uint xo = x_row + BK * (q0 + 1u) / 4u;
-      [[unroll]] for (uint j = 0; j < XV; ++j) xv2[j] = x_live ? act4[xo + j] : vec4(0);
-    }
-  }
-#endif
   for (uint q = q0; q < nq; ++q) {
     {
 #if defined(WTYPE_Q4_K)
@@ -183,31 +148,19 @@ void main() {
       }
     }
     barrier();
-#if MC_DEPTH == 2
+    if (q + 1u < nq) {
 #if defined(WTYPE_Q4_K)
-    raw.q = raw2.q;
+      const uint pn = 2u * (q + 1u) + wp;
+      raw.q = wb4[s].w[w_blk + (pn >> 3) * 9u + 1u + (pn & 7u)];
 #else
-    raw = raw2;
-#endif
-    xu = xu2;
-    xv = xv2;
-    const uint qn = q + 2u;
-#else
-    const uint qn = q + 1u;
-#endif
-    if (qn < nq) {
-#if defined(WTYPE_Q4_K)
-      const uint pn = 2u * qn + wp;
-      RAW_NEXT.q = wb4[s].w[w_blk + (pn >> 3) * 9u + 1u + (pn & 7u)];
-#else
-      RAW_NEXT = load_piece(s, w_row, 2u * qn + wp);
+      raw = load_piece(s, w_row, 2u * (q + 1u) + wp);
 #endif
       if (X16) {
-        const uint xo = x_row + BK * qn / 8u;
-        [[unroll]] for (uint j = 0; j < XU; ++j) XU_NEXT[j] = x_live ? actu4[xo + j] : uvec4(0);
+        const uint xo = x_row + BK * (q + 1u) / 8u;
+        [[unroll]] for (uint j = 0; j < XU; ++j) xu[j] = x_live ? actu4[xo + j] : uvec4(0);
       } else {
-        const uint xo = x_row + BK * qn / 4u;
-        [[unroll]] for (uint j = 0; j < XV; ++j) XV_NEXT[j] = x_live ? act4[xo + j] : vec4(0);
+        const uint xo = x_row + BK * (q + 1u) / 4u;
+        [[unroll]] for (uint j = 0; j < XV; ++j) xv[j] = x_live ? act4[xo + j] : vec4(0);
       }
     }
     [[unroll]] for (uint kk = 0; kk < BK / 16u; ++kk) {

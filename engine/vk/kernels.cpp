@@ -131,7 +131,6 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   mc_rows_ = env_u32("RWKVD_VK_MC_ROWS", 0);      // 64 or 128 forces a tile height; 0: mc_rows()
   mc_tokens_ = env_u32("RWKVD_VK_MC_TOKENS", 0);  // 32 or 64 forces a tile width; 0: by grid
   mc_split_ = env_u32("RWKVD_VK_MC_SPLIT", 0);
-  mc_depth_ = env_u32("RWKVD_VK_MC_DEPTH", 1);  // 2: the K-quant variants with two steps in flight
   mcd_min_t_ = std::max(1u, env_u32("RWKVD_VK_MCD_MIN_T", mcd_min_t_));
   mcd_max_t_ = std::min(kMcdTokens, env_u32("RWKVD_VK_MCD_MAX_T", mcd_max_t_));
   mcd_sg_ = std::clamp(env_u32("RWKVD_VK_MCD_SG", mcd_sg_), 1u, kMcdMostSubgroups);
@@ -450,7 +449,7 @@ uint32_t Kernels::mcd_split(std::span<const MmSlot> slots) const {
 
 std::string Kernels::mc_name(GgmlType type, uint32_t rows, uint32_t tokens) const {
   return "mc_" + weight_type_suffix(type) + (rows == 128 ? "_r128" : "") +
-         (tokens == 32 ? "_t32" : "") + (mc_depth_ == 2 && has_int8_product(type) ? "_d2" : "");
+         (tokens == 32 ? "_t32" : "");
 }
 
 uint32_t Kernels::mc_rows(GgmlType type, uint32_t max_n, uint32_t T, uint32_t n_slots) const {
