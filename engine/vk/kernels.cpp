@@ -14,6 +14,8 @@ namespace {
 constexpr uint32_t kTokenTile = 8;                    // mm.comp TT: tokens per workgroup
 constexpr uint32_t kTileRows = 64, kTileTokens = 64;  // mt.comp and mc.comp BM, BN
 constexpr uint32_t kCoopmatK = 64;                    // mc.comp BK: K must be a multiple
+// mv.comp products of at least this many weights take 4 rows a subgroup at one token (F16).
+constexpr uint64_t kMvWideRowsWeights = uint64_t{16} << 20;
 constexpr uint32_t kWkvBlock = 8;  // wkv_sg.comp TB: tokens per block (a multiple of 4)
 // Row slices of wkv_sg.comp: at most 8 (8 rows, 32 invocations of phase B, for head size 64),
 // and at least 4 rows each; by default at most 2 (H100, Q4_K_M, doc state ms at 1 / 2 / 4 / 8
@@ -214,7 +216,10 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
     if (mv_max_t_ > 0) {
       // The token tiles mv_tokens() can pick, no more: each pipeline costs start-up time.
       for (uint32_t tt = 1; tt <= mv_tokens(mv_max_t_, mv_tt_max_); tt *= 2) {
-        keys.push_back(mv_key(t, tt));
+        keys.push_back(mv_key(t, tt, mv_rows(tt, t, 0)));
+        if (const uint32_t r = mv_rows(tt, t, kMvWideRowsWeights); r != mv_rows(tt, t, 0)) {
+          keys.push_back(mv_key(t, tt, r));
+        }
         if (reads_q8(t, tt)) keys.push_back(mvq_key(t, tt));
         if (writes_q8(t, 32, 16, tt)) keys.push_back(mvq_key(t, tt, true));
       }
@@ -249,8 +254,11 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
 // Rows per subgroup: 2, so each lane has twice the loads in flight and each decoded x meets two
 // rows. H100, vk_kernel_bench: Q4_K 2560 -> 10240 at one token 19.4 -> 16.5 us (rows 4: 21.2);
 // 2.9B Q4_K_M gen-8 +13%, gen-32 +29% over one row.
-uint32_t Kernels::mv_rows(uint32_t /*tokens*/) const {
-  return mv_rows_ > 0 ? mv_rows_ : 2;
+// F16 at one token: 4 rows where the product is large (H100, vk_kernel_bench, us at rows 2 / 4:
+// 2560 -> 10240 31.1 / 28.3, 10240 -> 2560 26.5 / 25.2, but 2560 -> 2560 9.8 / 10.6).
+uint32_t Kernels::mv_rows(uint32_t tokens, GgmlType type, uint64_t weights) const {
+  if (mv_rows_ > 0) return mv_rows_;
+  return tokens == 1 && type == GgmlType::F16 && weights >= kMvWideRowsWeights ? 4 : 2;
 }
 
 // mvq.comp's rows per subgroup: one at one token (H100 vk_kernel_bench, int8 inputs, one row
@@ -270,8 +278,8 @@ std::string Kernels::subgroup_variant(const std::string& shader) const {
   return dev_.features().subgroup_arith ? shader + "_sg" : shader;
 }
 
-Pipelines::Key Kernels::mv_key(GgmlType type, uint32_t tt) const {
-  return {"mv_" + weight_type_suffix(type), {mv_wg(tt), tt, mv_rows(tt), mv_chunk(dev_)}};
+Pipelines::Key Kernels::mv_key(GgmlType type, uint32_t tt, uint32_t rows) const {
+  return {"mv_" + weight_type_suffix(type), {mv_wg(tt), tt, rows, mv_chunk(dev_)}};
 }
 
 // mvq.comp stages nothing, so its workgroup is the one-token size for any number of tokens;
@@ -653,10 +661,13 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       for (const MmSlot& sl : slots) k_min = std::min(k_min, sl.K);
       pc.ksplit = mvq_ksplit(k_min);
     }
-    const Pipelines::Key key = q8 ? mvq_key(type, tt, qout) : mv_key(type, tt);
+    uint64_t weights = 0;  // the largest slot's
+    for (const MmSlot& sl : slots) weights = std::max<uint64_t>(weights, uint64_t{sl.K} * sl.N);
+    const uint32_t mv_r = mv_rows(tt, type, weights);
+    const Pipelines::Key key = q8 ? mvq_key(type, tt, qout) : mv_key(type, tt, mv_r);
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
-    const uint32_t rows = key.second[0] / dev_.features().subgroup_size / pc.ksplit *
-                          (q8 ? mvq_rows(tt) : mv_rows(tt));
+    const uint32_t rows =
+        key.second[0] / dev_.features().subgroup_size / pc.ksplit * (q8 ? mvq_rows(tt) : mv_r);
     const uint32_t gx = std::min(
         {ceil_div(max_n, rows), dev_.props().limits.maxComputeWorkGroupCount[0], max_row_groups_});
     vkCmdDispatch(cb, gx, ceil_div(T, tt), static_cast<uint32_t>(slots.size()));

@@ -177,10 +177,12 @@ class Kernels {
   uint32_t wkv_slices(uint32_t n_head, uint32_t head_size, uint32_t n_seq) const;
   Pipelines::Key wkv_key(uint32_t head_size, uint32_t T, bool lora, uint32_t lora_ranks,
                          bool grouped = false) const;
-  uint32_t mv_rows(uint32_t tokens) const;
+  // mv.comp's rows a subgroup for a product of `weights` (K x N of its largest slot).
+  uint32_t mv_rows(uint32_t tokens, GgmlType type, uint64_t weights) const;
   uint32_t mvq_rows(uint32_t tokens) const;  // mvq.comp's rows per subgroup
   uint32_t mv_wg(uint32_t tokens) const;
-  Pipelines::Key mv_key(GgmlType type, uint32_t tokens) const;  // mv.comp's pipeline for a type
+  // mv.comp's pipeline for a type, tokens a workgroup and rows a subgroup.
+  Pipelines::Key mv_key(GgmlType type, uint32_t tokens, uint32_t rows) const;
   // mvq.comp's; qout: the variant that also writes its output's int8 form (workgroups of 16 rows).
   Pipelines::Key mvq_key(GgmlType type, uint32_t tokens, bool qout = false) const;
   // shift.comp's quads a lane for rows of D, and its pipeline.
