@@ -108,12 +108,9 @@ void main() {
 
   // Registers carry step q + 1's weight piece and inputs while step q multiplies, so the
   // loads' latency hides behind the matrix work.
-  // This workgroup's steps of K: [q0, nq) (the host makes the steps a multiple of ksplit). K may
-  // be 32 x an odd number (a LoRA rank of 96, unsplit): the last step's second piece and inputs
-  // are then zeros (np: the row's pieces; a lane's inputs of a step start at BK q + x_k).
-  const uint steps = (K + BK - 1u) / BK, np = K / 32u, x_k = 4u * XV * xh;
-  const uint q0 = steps / pc.ksplit * part, nq = q0 + steps / pc.ksplit;
-  Raw raw = load_piece(s, w_row, min(2u * q0 + wp, np - 1u));
+  // This workgroup's steps of K: [q0, nq) (the host makes K / BK a multiple of ksplit).
+  const uint q0 = K / BK / pc.ksplit * part, nq = q0 + K / BK / pc.ksplit;
+  Raw raw = load_piece(s, w_row, 2u * q0 + wp);
 #if defined(WTYPE_Q4_K)
   // Q4_K: only the piece's nibbles ride in registers from one step to the next; its block header
   // is loaded again (a cache hit: the lanes of the other piece read it too) where it is decoded,
@@ -126,19 +123,17 @@ void main() {
   uvec4 xu[XU];  // or their fp16 form (X16 true)
   if (X16) {
     const uint xo = x_row + BK * q0 / 8u;
-    const bool live = x_live && BK * q0 + x_k < K;
-    [[unroll]] for (uint j = 0; j < XU; ++j) xu[j] = live ? actu4[xo + j] : uvec4(0);
+    [[unroll]] for (uint j = 0; j < XU; ++j) xu[j] = x_live ? actu4[xo + j] : uvec4(0);
   } else {
     const uint xo = x_row + BK * q0 / 4u;
-    const bool live = x_live && BK * q0 + x_k < K;
-    [[unroll]] for (uint j = 0; j < XV; ++j) xv[j] = live ? act4[xo + j] : vec4(0);
+    [[unroll]] for (uint j = 0; j < XV; ++j) xv[j] = x_live ? act4[xo + j] : vec4(0);
   }
   for (uint q = q0; q < nq; ++q) {
     {
 #if defined(WTYPE_Q4_K)
       raw.hd = wb4[s].w[w_blk + ((2u * q + wp) >> 3) * 9u];
 #endif
-      stage_piece(raw, 2u * q + wp, q, kW + wr * kStride, 2u * q + wp < np);
+      stage_piece(raw, 2u * q + wp, q, kW + wr * kStride);
       [[unroll]] for (uint j = 0; j < XU; ++j) {
 #ifdef MC_SPLIT
         const vec4 a = xv[2u * j] * kInScale, b = xv[2u * j + 1u] * kInScale;
@@ -158,15 +153,14 @@ void main() {
       const uint pn = 2u * (q + 1u) + wp;
       raw.q = wb4[s].w[w_blk + (pn >> 3) * 9u + 1u + (pn & 7u)];
 #else
-      raw = load_piece(s, w_row, min(2u * (q + 1u) + wp, np - 1u));
+      raw = load_piece(s, w_row, 2u * (q + 1u) + wp);
 #endif
-      const bool live = x_live && BK * (q + 1u) + x_k < K;
       if (X16) {
         const uint xo = x_row + BK * (q + 1u) / 8u;
-        [[unroll]] for (uint j = 0; j < XU; ++j) xu[j] = live ? actu4[xo + j] : uvec4(0);
+        [[unroll]] for (uint j = 0; j < XU; ++j) xu[j] = x_live ? actu4[xo + j] : uvec4(0);
       } else {
         const uint xo = x_row + BK * (q + 1u) / 4u;
-        [[unroll]] for (uint j = 0; j < XV; ++j) xv[j] = live ? act4[xo + j] : vec4(0);
+        [[unroll]] for (uint j = 0; j < XV; ++j) xv[j] = x_live ? act4[xo + j] : vec4(0);
       }
     }
     [[unroll]] for (uint kk = 0; kk < BK / 16u; ++kk) {

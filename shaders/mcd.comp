@@ -116,7 +116,7 @@ void main() {
     }
   }
   for (uint q = q0; q < q1; ++q) {
-    stage_piece(raw[0], 2u * q + wp, q, kW + wr * kStride, true);
+    stage_piece(raw[0], 2u * q + wp, q, kW + wr * kStride);
     [[unroll]] for (uint i = 0; i < kXLoads; ++i) {
       const uint at = kX + (xt0 + 4u * i) * kStride + xc;
 #ifdef MC_SPLIT

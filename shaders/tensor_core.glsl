@@ -13,9 +13,8 @@ uvec4 pack8(vec4 a, vec4 b) {
 
 // Decodes piece p (piece.glsl) of a weight row, one of the two pieces of the 64-input step q,
 // into the staged row at smem[row0 ..]: 8 uvec4 of fp16 weights in K order (runs A and B land at
-// their offsets within the step). A piece past the row's end (live false: the second half of the
-// last step of a row of 32 x an odd number of inputs) stages zeros.
-void stage_piece(Raw raw, uint p, uint q, uint row0, bool live) {
+// their offsets within the step).
+void stage_piece(Raw raw, uint p, uint q, uint row0) {
   vec4 w[8];
   vec4 aff;
   unpack_piece(raw, p, w, aff);
@@ -26,10 +25,10 @@ void stage_piece(Raw raw, uint p, uint q, uint row0, bool live) {
   }
 #endif
   const uint ka = (run_a(p) - 64u * q) / 8u, kb = (run_b(p) - 64u * q) / 8u;
-  smem[row0 + ka] = live ? pack8(w[0], w[1]) : uvec4(0);
-  smem[row0 + ka + 1u] = live ? pack8(w[2], w[3]) : uvec4(0);
-  smem[row0 + kb] = live ? pack8(w[4], w[5]) : uvec4(0);
-  smem[row0 + kb + 1u] = live ? pack8(w[6], w[7]) : uvec4(0);
+  smem[row0 + ka] = pack8(w[0], w[1]);
+  smem[row0 + ka + 1u] = pack8(w[2], w[3]);
+  smem[row0 + kb] = pack8(w[4], w[5]);
+  smem[row0 + kb + 1u] = pack8(w[6], w[7]);
 }
 
 #ifdef MC_SPLIT

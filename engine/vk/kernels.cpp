@@ -13,8 +13,7 @@ namespace {
 
 constexpr uint32_t kTokenTile = 8;                    // mm.comp TT: tokens per workgroup
 constexpr uint32_t kTileRows = 64, kTileTokens = 64;  // mt.comp and mc.comp BM, BN
-constexpr uint32_t kPieceK = 32;                      // piece.glsl: a piece's weights
-constexpr uint32_t kCoopmatK = 64;  // mc.comp and mcd.comp BK (mcd.comp: K must be a multiple)
+constexpr uint32_t kCoopmatK = 64;                    // mc.comp BK: K must be a multiple
 // mv.comp products of at least this many weights take 4 rows a subgroup at one token (F16).
 constexpr uint64_t kMvWideRowsWeights = uint64_t{16} << 20;
 constexpr uint32_t kWkvBlock = 8;  // wkv_sg.comp TB: tokens per block (a multiple of 4)
@@ -134,7 +133,6 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   mc_rows_ = env_u32("RWKVD_VK_MC_ROWS", 0);      // 64 or 128 forces a tile height; 0: mc_rows()
   mc_tokens_ = env_u32("RWKVD_VK_MC_TOKENS", 0);  // 32 or 64 forces a tile width; 0: by grid
   mc_split_ = env_u32("RWKVD_VK_MC_SPLIT", 0);
-  mc_half_steps_ = env_u32("RWKVD_VK_MC_HALF_STEPS", 1) != 0;  // 0: K a multiple of 64 only
   mcd_min_t_ = std::max(1u, env_u32("RWKVD_VK_MCD_MIN_T", mcd_min_t_));
   mcd_max_t_ = std::min(kMcdTokens, env_u32("RWKVD_VK_MCD_MAX_T", mcd_max_t_));
   mcd_sg_ = std::clamp(env_u32("RWKVD_VK_MCD_SG", mcd_sg_), 1u, kMcdMostSubgroups);
@@ -368,13 +366,9 @@ void Kernels::to_half(VkCommandBuffer cb, VkDescriptorSet set, uint32_t T,
   vkCmdDispatch(cb, ceil_div(max_k / 8, kH16Wg), T, static_cast<uint32_t>(regions.size()));
 }
 
-// mc.comp takes rows of 32 x an odd number of inputs too (its last step half zeros: the LoRA up
-// products of ranks 96 ran on the fp32 mt.comp before); mcd.comp whole 64-input steps only.
 bool Kernels::uses_coopmat(GgmlType type, uint32_t K, uint32_t T, bool half_ok) const {
-  if (!coopmat_ || K % (mc_half_steps_ ? kPieceK : kCoopmatK) != 0) return false;
-  if (few_on_coopmat(T)) {
-    return K % kCoopmatK == 0 && (!is_float_type(type) || splits_inputs(type));
-  }
+  if (!coopmat_ || K % kCoopmatK != 0) return false;
+  if (few_on_coopmat(T)) return !is_float_type(type) || splits_inputs(type);
   const bool typed =
       !is_float_type(type) || (half_ok && type == GgmlType::F32) || splits_inputs(type);
   return typed && T > mv_max_t_ && T >= mt_min_t_;
