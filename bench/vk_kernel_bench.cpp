@@ -192,6 +192,44 @@ void BM_Shift(benchmark::State& state) {
 }
 BENCHMARK(BM_Shift)->ArgName("T")->Arg(1)->Arg(4)->Arg(16)->UseManualTime()->Iterations(10);
 
+// wkv of one long chunk of one sequence at the 2.9B shape (40 heads of 64): the document's
+// recurrence, which a forward cannot time apart from its other dispatches without the profiler's
+// timestamps between them. T = 512 and the 854-token email. Knobs (RWKVD_VK_WKV_SLICES,
+// _PIPELINED, _LONG_BLOCK, _DIAG) select the kernel and its shape.
+void BM_Wkv(benchmark::State& state) {
+  constexpr uint32_t D = 2560, N = 64, H = D / N;
+  const auto T = static_cast<uint32_t>(state.range(0));
+  Gpu& g = gpu();
+  Buffer act(g.dev, uint64_t{9} * T * D * 4, MemKind::kDevice);
+  Buffer vecs(g.dev, 8 * D * 4, MemKind::kDevice), st(g.dev, (N + 2) * D * 4, MemKind::kDevice);
+  Buffer meta(g.dev, (4 * T + 4) * 4, MemKind::kUpload);
+  g.cmds.run_now([&](VkCommandBuffer cb) {
+    for (Buffer* b : {&act, &vecs, &st}) vkCmdFillBuffer(cb, b->handle(), 0, VK_WHOLE_SIZE, 0);
+  });
+  auto* m = static_cast<uint32_t*>(meta.mapped());
+  std::fill(m, m + 4 * T + 4, 0u);
+  m[4 * T + 2] = T;  // sequence 0: slot 0, first token 0, T tokens
+  DescriptorSets pool(g.dev, g.pipes.set_layout(), 1);
+  SetBindings b;
+  b.meta = {meta.handle(), 0, VK_WHOLE_SIZE};
+  b.act = {act.handle(), 0, VK_WHOLE_SIZE};
+  b.vecs = {vecs.handle(), 0, VK_WHOLE_SIZE};
+  b.state = {st.handle(), 0, VK_WHOLE_SIZE};
+  for (auto& w : b.weights) w = b.vecs;
+  const VkDescriptorSet set = pool.make(b);
+  const uint32_t R = T * D;  // act regions: r, k, v, wl, al, vl, g, vf, y
+  const WkvArgs a{D, 0,     R,     2 * R, 3 * R, 4 * R, 5 * R, 6 * R, 7 * R,       8 * R, 0,
+                  D, 2 * D, 3 * D, 4 * D, 5 * D, 6 * D, 7 * D, 0,     (N + 2) * D, 0,     4 * T};
+  double per = 0;
+  for (auto _ : state) {
+    per =
+        g.time([&](VkCommandBuffer cb, uint32_t) { g.kernels.wkv(cb, set, a, H, N, 1, T); }, true);
+    state.SetIterationTime(per);
+  }
+  state.counters["us"] = per * 1e6;
+}
+BENCHMARK(BM_Wkv)->ArgName("T")->Arg(512)->Arg(854)->UseManualTime()->Iterations(10);
+
 // Two products of one step of the forward with no barrier between them, a barrier after both:
 // whether the GPU runs two dispatches at once (then the pair costs about the longer of the two)
 // or one after the other (their sum). The 2.9B decode step before wkv at one token: the LoRA

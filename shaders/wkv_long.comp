@@ -81,12 +81,17 @@ void main() {
   const uint blocks = (n + TB - 1u) / TB;
   for (uint b = 0; b < blocks; ++b) {
     const uint buf = b & 1u, b0 = b * TB;
-    if (b_lane) {
+    // (WKV_DIAG, diagnostic builds only, results wrong: 1 leaves phase A out of the loop, 2
+    // phase B, to time the other alone.)
+#ifndef WKV_DIAG
+#define WKV_DIAG 0
+#endif
+    if (b_lane && WKV_DIAG != 2) {
       for (uint tt = 0; tt < min(TB, n - b0); ++tt) {
         const float y = recur(buf * TB + tt, row, part);
         if (part == 0) act[pc.y_off + (first + b0 + tt) * pc.D + h * NS + row] = y;
       }
-    } else if (a_lane && b + 1u < blocks) {
+    } else if (a_lane && b + 1u < blocks && WKV_DIAG != 1) {
       phase_a(first + b0 + TB, min(TB, n - b0 - TB), buf ^ 1u, h, row0, rows, a, na);
     }
     barrier();  // block b + 1 staged; block b's buffer free for block b + 2

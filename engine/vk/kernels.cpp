@@ -543,7 +543,11 @@ Pipelines::Key Kernels::wkv_long_key(uint32_t head_size) const {
   uint32_t block = wkv_long_block_;
   while (block > 4 && shared_bytes(block) > lim.maxComputeSharedMemorySize) block -= 4;
   if (shared_bytes(block) > lim.maxComputeSharedMemorySize) return {};
-  return {"wkv_long", {wg, head_size, block, sg}};
+  // $RWKVD_VK_WKV_DIAG (a or b): a diagnostic build without phase A or B in the loop.
+  static const std::string diag =
+      std::getenv("RWKVD_VK_WKV_DIAG") ? std::getenv("RWKVD_VK_WKV_DIAG") : "";
+  const std::string name = diag == "a" || diag == "b" ? "wkv_long_diag_" + diag : "wkv_long";
+  return {name, {wg, head_size, block, sg}};
 }
 
 // Phase B of a long chunk is bound by one SM's shared-memory reads (docs/PERFORMANCE.md,
