@@ -1,7 +1,7 @@
 // The per-token arithmetic of the RWKV-7 recurrence shared by wkv_sg.comp (decode and short
 // chunks) and wkv_long.comp (long chunks), so that a token's numbers do not depend on which
-// kernel ran it. Needs NS (the head size), RR (state rows a lane of phase B holds) and the shared
-// arrays s_w, s_kk, s_ka, s_k, s_r, s_v ([token][NS]) declared before.
+// kernel ran it. Needs NS (the head size) and the shared arrays s_w, s_kk, s_ka, s_k, s_r, s_v
+// ([token][NS]) declared before.
 
 const uint P = 4;  // invocations per state row in phase B
 
@@ -51,63 +51,38 @@ void wkv_stage(uint tt, uint c, WkvIn i, float kk) {
   s_v[e] = i.v;
 }
 
-// Phase B: the invocation's part of RR state rows (columns part + P * m; row r at S[r * kRun +
-// m]) in registers, and their outputs. (Globals: glslang matches no array parameter sized by
-// specialization constants.) A lane with RR rows reads each column value once for all of them:
-// phase B reads every column value of a token in every lane, and those shared-memory reads, not
-// the arithmetic, bounded it (wkv_long.comp, H100: 854 tokens 315 us for phase B alone with a row
-// a lane, 32 rows a workgroup).
-const uint kRun = NS / P;
-float S[RR * kRun];
-float Y[RR];
+// Phase B: the invocation's part of a state row (columns part + P * m), in registers. (Global:
+// glslang matches no array parameter sized by specialization constants.)
+float S[NS / P];
 
-// One token (slot tt of the shared arrays) of phase B for the caller's rows row0 .. row0 + RR - 1:
-// the 4 lanes of a row group (consecutive invocations) run it together; leaves the rows' outputs
-// in Y. Each row's arithmetic is the same for any RR.
-void recur(uint tt, uint row0, uint part) {
+// One token (slot tt of the shared arrays) of phase B for the caller's state row: the 4 lanes
+// of a row (consecutive invocations) run it together; returns the row's output.
+float recur(uint tt, uint row, uint part) {
   const uint base = tt * NS + part;
-  float sa[RR];
-  [[unroll]] for (uint r = 0; r < RR; ++r) sa[r] = 0.0;
-  [[unroll]] for (uint m = 0; m < kRun; ++m) {
-    const float kk = s_kk[base + P * m];
-    [[unroll]] for (uint r = 0; r < RR; ++r) sa[r] -= S[r * kRun + m] * kk;
-  }
-  float v[RR];
-  [[unroll]] for (uint r = 0; r < RR; ++r) {
-    sa[r] += subgroupShuffleXor(sa[r], 1u);
-    sa[r] += subgroupShuffleXor(sa[r], 2u);
-    v[r] = s_v[tt * NS + row0 + r];
-    Y[r] = 0.0;
-  }
-  [[unroll]] for (uint m = 0; m < kRun; ++m) {
+  float sa = 0.0;
+  [[unroll]] for (uint m = 0; m < NS / P; ++m) sa -= S[m] * s_kk[base + P * m];
+  sa += subgroupShuffleXor(sa, 1u);
+  sa += subgroupShuffleXor(sa, 2u);
+  const float v = s_v[tt * NS + row];
+  float y = 0.0;
+  [[unroll]] for (uint m = 0; m < NS / P; ++m) {
     const uint j = base + P * m;
-    const float w = s_w[j], ka = s_ka[j], k = s_k[j], rv = s_r[j];
-    [[unroll]] for (uint r = 0; r < RR; ++r) {
-      const uint e = r * kRun + m;
-      S[e] = S[e] * w + sa[r] * ka + v[r] * k;
-      Y[r] += S[e] * rv;
-    }
+    S[m] = S[m] * s_w[j] + sa * s_ka[j] + v * s_k[j];
+    y += S[m] * s_r[j];
   }
-  [[unroll]] for (uint r = 0; r < RR; ++r) {
-    Y[r] += subgroupShuffleXor(Y[r], 1u);
-    Y[r] += subgroupShuffleXor(Y[r], 2u);
-  }
+  y += subgroupShuffleXor(y, 1u);
+  return y + subgroupShuffleXor(y, 2u);
 }
 
-// State rows row0 .. row0 + RR - 1 of head h (columns part + P * m) from or to base sb of a
-// sequence's slot.
-void load_rows(uint sb, uint h, uint row0, uint part) {
-  [[unroll]] for (uint r = 0; r < RR; ++r) {
-    [[unroll]] for (uint m = 0; m < kRun; ++m) {
-      S[r * kRun + m] = state[sb + (1 + part + P * m) * pc.D + h * NS + row0 + r];
-    }
+// State row `row` of head h (columns part + P * m) from or to base sb of a sequence's slot.
+void load_rows(uint sb, uint h, uint row, uint part) {
+  [[unroll]] for (uint m = 0; m < NS / P; ++m) {
+    S[m] = state[sb + (1 + part + P * m) * pc.D + h * NS + row];
   }
 }
-void store_rows(uint sb, uint h, uint row0, uint part) {
-  [[unroll]] for (uint r = 0; r < RR; ++r) {
-    [[unroll]] for (uint m = 0; m < kRun; ++m) {
-      state[sb + (1 + part + P * m) * pc.D + h * NS + row0 + r] = S[r * kRun + m];
-    }
+void store_rows(uint sb, uint h, uint row, uint part) {
+  [[unroll]] for (uint m = 0; m < NS / P; ++m) {
+    state[sb + (1 + part + P * m) * pc.D + h * NS + row] = S[m];
   }
 }
 

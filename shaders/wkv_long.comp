@@ -1,6 +1,6 @@
 #version 450
 // The RWKV-7 recurrence for long chunks (prefill): one workgroup per (head, sequence, row slice),
-// over blocks of TB tokens, in a software pipeline. While the first rows / RR * P invocations run
+// over blocks of TB tokens, in a software pipeline. While the first rows * P invocations run
 // phase B (wkv_core.glsl's recur, token after token, this slice's state rows in registers) over
 // block b, the other subgroups run phase A for block b + 1 into the other half of the
 // double-buffered shared arrays: a subgroup per token, its lanes taking the head's channels SG
@@ -20,7 +20,6 @@ layout(local_size_x_id = 0) in;              // > NS * P: phase B's invocations 
 layout(constant_id = 1) const uint NS = 64;  // head size
 layout(constant_id = 2) const uint TB = 8;   // tokens per block
 layout(constant_id = 3) const uint SG = 32;  // the device's subgroup size (<= NS)
-layout(constant_id = 4) const uint RR = 2;   // state rows a lane of phase B holds (wkv_core.glsl)
 
 #include "wkv_push.glsl"
 
@@ -58,11 +57,10 @@ void main() {
   const uint slices = max(1u, (pc.flags >> 16) & 0xffu), rows = NS / slices;
   const uint row0 = gl_WorkGroupID.z * rows;
   const uint first = meta[pc.meta_seq + 4 * seq + 1], n = meta[pc.meta_seq + 4 * seq + 2];
-  // Phase B: invocation (row group, part) of this slice's rows, RR rows a group from `row`;
-  // phase A: the subgroups after them.
-  const bool b_lane = tid < rows / RR * P;
-  const uint row = row0 + tid / P * RR, part = tid % P;
-  const uint b_subgroups = (rows / RR * P + SG - 1u) / SG;
+  // Phase B: invocation (row, part) of this slice's rows; phase A: the subgroups after them.
+  const bool b_lane = tid < rows * P;
+  const uint row = row0 + tid / P, part = tid % P;
+  const uint b_subgroups = (rows * P + SG - 1u) / SG;
   const bool a_lane = gl_SubgroupID >= b_subgroups;
   const uint a = gl_SubgroupID - b_subgroups, na = gl_NumSubgroups - b_subgroups;
   if (a_lane) {
@@ -90,11 +88,8 @@ void main() {
 #endif
     if (b_lane && WKV_DIAG != 2) {
       for (uint tt = 0; tt < min(TB, n - b0); ++tt) {
-        recur(buf * TB + tt, row, part);
-        if (part == 0) {
-          const uint yo = pc.y_off + (first + b0 + tt) * pc.D + h * NS + row;
-          [[unroll]] for (uint r = 0; r < RR; ++r) act[yo + r] = Y[r];
-        }
+        const float y = recur(buf * TB + tt, row, part);
+        if (part == 0) act[pc.y_off + (first + b0 + tt) * pc.D + h * NS + row] = y;
       }
     } else if (a_lane && b + 1u < blocks && WKV_DIAG != 1) {
       phase_a(first + b0 + TB, min(TB, n - b0 - TB), buf ^ 1u, h, row0, rows, a, na);

@@ -56,7 +56,6 @@ shared float s_bonus[TB];
 shared float s_lw[LT], s_la[LT], s_lv[LT], s_lg[LT];  // phase L results
 shared vec4 s_h4[LL > 0u ? HT * PL * LL : 1u];  // phase L: HT tokens' [hw | ha | hg | hv]
 #include "wkv_finish.glsl"
-const uint RR = 1;  // a state row a lane of phase B
 #include "wkv_core.glsl"
 
 // Weight vec4 f of channel ch in the concatenated rows [w2 | a2 | g2 | v2] (n* vec4 each).
@@ -206,13 +205,13 @@ void main() {
           store_rows(seq_state_base(seq0 + sq - pb), h, row, part);
           load_rows(seq_state_base(seq0 + sq), h, row, part);
         }
-        recur(sq, row, part);
-        if (part == 0) s_y[sq * NS + row] = Y[0];
+        const float y = recur(sq, row, part);
+        if (part == 0) s_y[sq * NS + row] = y;
       }
     } else {
       for (uint tt = 0; tt < nb && b_lane; ++tt) {
-        recur(tt, row, part);
-        if (part == 0) s_y[tt * NS + row] = Y[0];
+        const float y = recur(tt, row, part);
+        if (part == 0) s_y[tt * NS + row] = y;
       }
     }
     barrier();

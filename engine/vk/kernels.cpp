@@ -146,7 +146,6 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   wkv_group_ = std::clamp(env_u32("RWKVD_VK_WKV_GROUP", 4), 1u, kWkvBlock);
   wkv_slices_ = std::bit_floor(std::min(env_u32("RWKVD_VK_WKV_SLICES", 0), kWkvMostSlices));
   wkv_pipelined_ = env_u32("RWKVD_VK_WKV_PIPELINED", 1) != 0;
-  wkv_rows_per_lane_ = std::bit_floor(std::clamp(env_u32("RWKVD_VK_WKV_LANE_ROWS", 2), 1u, 4u));
   // Long chunks (prefill): more tokens per pass of wkv's parallel phases and per block, each pass
   // a memory latency and barriers (H100, see docs/PERFORMANCE.md). $RWKVD_VK_WKV_LONG_* override.
   // (Not on CPU devices, where the idle invocations of a wider workgroup cost time.)
@@ -548,7 +547,7 @@ Pipelines::Key Kernels::wkv_long_key(uint32_t head_size) const {
   static const std::string diag =
       std::getenv("RWKVD_VK_WKV_DIAG") ? std::getenv("RWKVD_VK_WKV_DIAG") : "";
   const std::string name = diag == "a" || diag == "b" ? "wkv_long_diag_" + diag : "wkv_long";
-  return {name, {wg, head_size, block, sg, wkv_rows_per_lane_}};
+  return {name, {wg, head_size, block, sg}};
 }
 
 // Phase B of a long chunk is bound by one SM's shared-memory reads (docs/PERFORMANCE.md,

@@ -222,9 +222,7 @@ class Kernels {
   // $RWKVD_VK_WKV_SLICES: workgroups a (head, sequence) of a long chunk splits its state rows
   // over (1: none; 0: wkv_slices() by the grid).
   uint32_t wkv_slices_ = 0;
-  bool wkv_pipelined_ = true;
-  uint32_t wkv_rows_per_lane_ = 2;  // $RWKVD_VK_WKV_LANE_ROWS: wkv_long.comp's state rows a lane //
-                                    // $RWKVD_VK_WKV_PIPELINED=0: long chunks on wkv_sg.comp instead
+  bool wkv_pipelined_ = true;  // $RWKVD_VK_WKV_PIPELINED=0: long chunks on wkv_sg.comp instead
   // From wkv_long_t_ tokens: invocations per channel and tokens per block of the long variant.
   uint32_t wkv_long_t_ = 33, wkv_long_lanes_ = 16, wkv_long_block_ = 16;
   uint32_t dispatches_ = 0;
