@@ -157,6 +157,18 @@ void BM_EmptyDispatch(benchmark::State& state) {
 }
 BENCHMARK(BM_EmptyDispatch)->ArgName("barrier")->Arg(1)->Arg(0)->UseManualTime()->Iterations(10);
 
+// A descriptor set over a kernel's buffers that reads no weights (their bindings get vecs).
+VkDescriptorSet row_kernel_set(DescriptorSets& pool, Buffer& meta, Buffer& act, Buffer& vecs,
+                               Buffer& st) {
+  SetBindings b;
+  b.meta = {meta.handle(), 0, VK_WHOLE_SIZE};
+  b.act = {act.handle(), 0, VK_WHOLE_SIZE};
+  b.vecs = {vecs.handle(), 0, VK_WHOLE_SIZE};
+  b.state = {st.handle(), 0, VK_WHOLE_SIZE};
+  for (auto& w : b.weights) w = b.vecs;
+  return pool.make(b);
+}
+
 // The time-mix shift (shift.comp) of T tokens at the 2.9B width (D 2560): LayerNorm, token shift
 // from the state (every token at its sequence's first position, as in decode), six lerps, the
 // int8 forms of three of them (r, k, v), the commit of a saved row. At one token the kernel is a
@@ -174,13 +186,7 @@ void BM_Shift(benchmark::State& state) {
       vkCmdFillBuffer(cb, b->handle(), 0, VK_WHOLE_SIZE, 0);
   });
   DescriptorSets pool(g.dev, g.pipes.set_layout(), 1);
-  SetBindings b;
-  b.meta = {meta.handle(), 0, VK_WHOLE_SIZE};
-  b.act = {act.handle(), 0, VK_WHOLE_SIZE};
-  b.vecs = {vecs.handle(), 0, VK_WHOLE_SIZE};
-  b.state = {st.handle(), 0, VK_WHOLE_SIZE};
-  for (auto& w : b.weights) w = b.vecs;
-  const VkDescriptorSet set = pool.make(b);
+  const VkDescriptorSet set = row_kernel_set(pool, meta, act, vecs, st);
   const ShiftArgs a{D,     6, 0,         T * D, T * D, 7 * T * D, 0,       D,      2 * D,    0,
                     4 * D, 1, 7 * T * D, 2 * D, 4 * T, 1e-5f,     0b1101u, q8_off, q8_stride};
   double per = 0;
@@ -210,13 +216,7 @@ void BM_Wkv(benchmark::State& state) {
   std::fill(m, m + 4 * T + 4, 0u);
   m[4 * T + 2] = T;  // sequence 0: slot 0, first token 0, T tokens
   DescriptorSets pool(g.dev, g.pipes.set_layout(), 1);
-  SetBindings b;
-  b.meta = {meta.handle(), 0, VK_WHOLE_SIZE};
-  b.act = {act.handle(), 0, VK_WHOLE_SIZE};
-  b.vecs = {vecs.handle(), 0, VK_WHOLE_SIZE};
-  b.state = {st.handle(), 0, VK_WHOLE_SIZE};
-  for (auto& w : b.weights) w = b.vecs;
-  const VkDescriptorSet set = pool.make(b);
+  const VkDescriptorSet set = row_kernel_set(pool, meta, act, vecs, st);
   const uint32_t R = T * D;  // act regions: r, k, v, wl, al, vl, g, vf, y
   const WkvArgs a{D, 0,     R,     2 * R, 3 * R, 4 * R, 5 * R, 6 * R, 7 * R,       8 * R, 0,
                   D, 2 * D, 3 * D, 4 * D, 5 * D, 6 * D, 7 * D, 0,     (N + 2) * D, 0,     4 * T};
