@@ -1,8 +1,8 @@
 // The end of the WKV recurrence for one (token, channel) of a head: GroupNorm over the head's
 // outputs, then the bonus and the gate. wkv_sg.comp runs it after its recurrence (phase C);
-// wkv_out.comp runs it where wkv_sg.comp split a head's state rows over several workgroups, so
-// that no one of them holds all of a token's outputs. The same functions in both, so that a
-// token's numbers do not depend on which kernel finished it.
+// wkv_out.comp runs it after wkv_long.comp, whose workgroups may each hold only some of a head's
+// rows. The same functions in both, so that a token's numbers do not depend on which kernel
+// finished it.
 // Needs NS (the head size) and s_part (a vec2 per subgroup of the workgroup) declared before.
 
 // Sum of v over the NS channels of the caller's token slot (tid / NS; its subgroup lies inside

@@ -1,9 +1,9 @@
 #version 450
-// The end of wkv_sg.comp for chunks whose state rows it split over several workgroups per
-// (head, sequence) (pc.flags bits 16..23): each wrote the raw outputs of its rows to y_off and
-// v * bonus to v_off; here each token's head outputs go through the GroupNorm, the bonus and
-// the gate (wkv_finish.glsl, as wkv_sg.comp's own phase C) into y_off. One workgroup per
-// (head, token), an invocation per channel.
+// The end of wkv_long.comp, whose workgroups (a head's state rows maybe split over several, pc.flags
+// bits 16..23) wrote the raw outputs of their rows to y_off and v * bonus to v_off: here each
+// token's head outputs go through the GroupNorm, the bonus and the gate (wkv_finish.glsl, as
+// wkv_sg.comp's own phase C) into y_off. One workgroup per (head, token), an invocation per
+// channel.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #include "common.glsl"

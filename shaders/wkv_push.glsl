@@ -1,4 +1,5 @@
-// The push constants of the WKV kernels (wkv.comp, wkv_sg.comp, wkv_out.comp): Kernels' WkvArgs.
+// The push constants of the WKV kernels (wkv.comp, wkv_sg.comp, wkv_long.comp, wkv_out.comp):
+// Kernels' WkvArgs.
 layout(push_constant) uniform PC {
   uint D;
   uint r_off, k_off, v_off;     // act [T][D]: projections
@@ -11,8 +12,8 @@ layout(push_constant) uniform PC {
   uint slot_floats;
   // kLayer0: layer 0 (no value residual; v_first written); kLora: phase L computes wl, al, vl
   // and g (then *_off above unused); bits 8..15 (GROUPS): sequences a workgroup takes; bits
-  // 16..23: row slices (wkv_sg.comp: each workgroup of a (head, sequence) its share of the state
-  // rows, wkv_out.comp finishing y).
+  // 16..23: row slices (wkv_long.comp: each workgroup of a (head, sequence) its share of the
+  // state rows).
   uint flags;
   uint meta_seq;
   uint n_seq;  // sequences of the chunk

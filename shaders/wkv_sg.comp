@@ -8,10 +8,6 @@
 //     not interact, so this phase has no barrier at all;
 //  C. in parallel again: GroupNorm of each token's head output, bonus, gate.
 // Only phase B is sequential, and it is ~NS/4 multiply-adds per token.
-// Row slices (pc.flags bits 16..23, long chunks of few sequences): phase B of one workgroup is
-// bound by shared-memory reads (every lane reads 5 x NS/4 column values a token), so a head's
-// rows are split over `slices` workgroups (z), which each run phases A and B for their rows only
-// and leave phase C to wkv_out.comp: a head then takes that many SMs instead of one.
 // With pc.lora = 1 (decode: a few tokens) the kernel also does the LoRA up products itself
 // (phase L, before A): w, a, v and g of the head's channels from the LoRA down outputs and the
 // F32 up weights bound as weights 0..3 (w2, a2, g2, v2). That saves a dispatch and the barrier
@@ -141,17 +137,11 @@ void main() {
   const uint n = GROUPS ? g : meta[pc.meta_seq + 4 * seq0 + 2];
   // Phase B layout: set q of NS * P invocations (its first sequence), row i, columns part + P*m
   // (interleaved: the 4 lanes of a row hit 4 banks).
-  // Row slices (not with GROUPS): this workgroup (z) owns state rows row0 .. row0 + rows - 1;
-  // phase C is then wkv_out.comp's, after every slice is done.
-  const uint slices = max(1u, (pc.flags >> 16) & 0xffu), rows = NS / slices;
-  const uint row0 = gl_WorkGroupID.z * rows;
-  const bool split = slices > 1u;
-  const uint q = tid / (rows * P), row = row0 + (tid % (rows * P)) / P, part = tid % P;
+  const uint q = tid / (NS * P), row = (tid % (NS * P)) / P, part = tid % P;
   const bool b_lane = q < min(pb, g);
   // S is loaded after phase L (its weight registers are free by then).
   // Phases A and C layout: token slot tid / NS of the pass, channel tid % NS.
   const uint c = tid % NS, ch = h * NS + c, lanes_tok = WG / NS;
-  const bool own = c - row0 < rows;  // channel c is one of this workgroup's state rows
   float prm[6];  // w0, a0, v0, k_k, k_a, r_k
   prm[0] = vecs[pc.w0 + ch];
   prm[1] = vecs[pc.a0 + ch];
@@ -185,7 +175,7 @@ void main() {
       WkvIn in_ = WkvIn(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
       if (live) {
         const uint e = tt * NS + c;
-        in_ = wkv_in(o, own, fused ? s_lw[e] : act[pc.wl_off + o],
+        in_ = wkv_in(o, true, fused ? s_lw[e] : act[pc.wl_off + o],
                      fused ? s_la[e] : act[pc.al_off + o], fused ? s_lv[e] : act[pc.vl_off + o],
                      prm);
       }
@@ -193,7 +183,6 @@ void main() {
       if (live) {
         wkv_stage(tt, c, in_, in_.kr / max(sqrt(sums.x), 1e-12));
         if (c == 0) s_bonus[tt] = sums.y;
-        if (split && own) act[pc.v_off + o] = wkv_value_bonus(in_.v, sums.y);  // for wkv_out.comp
       }
     }
     barrier();
@@ -215,25 +204,17 @@ void main() {
       }
     }
     barrier();
-    if (split) {
-      // This slice's raw outputs, for wkv_out.comp.
-      for (uint i = tid; i < nb * rows; i += WG) {
-        const uint tt = i / rows, r = row0 + i % rows;
-        act[pc.y_off + (first + b0 + tt) * D + h * NS + r] = s_y[tt * NS + r];
-      }
-    } else {
-      // C: GroupNorm over the head, bonus, gate.
-      for (uint tt = tid / NS; tt < pass_end; tt += lanes_tok) {
-        const bool live = tt < nb;
-        const uint o = (first + b0 + tt) * D + ch;
-        const float y = live ? s_y[tt * NS + c] : 0.0;
-        const float vb = live ? wkv_value_bonus(s_v[tt * NS + c], s_bonus[tt]) : 0.0;
-        const float g = live ? (fused ? s_lg[tt * NS + c] : act[pc.g_off + o]) : 0.0;
-        const float yo = wkv_finish(y, live, lnw, lnb, vb, g);
-        if (live) {
-          act[pc.y_off + o] = yo;
-          s_y[tt * NS + c] = yo;  // for the int8 form (only this invocation reads this element)
-        }
+    // C: GroupNorm over the head, bonus, gate.
+    for (uint tt = tid / NS; tt < pass_end; tt += lanes_tok) {
+      const bool live = tt < nb;
+      const uint o = (first + b0 + tt) * D + ch;
+      const float y = live ? s_y[tt * NS + c] : 0.0;
+      const float vb = live ? wkv_value_bonus(s_v[tt * NS + c], s_bonus[tt]) : 0.0;
+      const float g = live ? (fused ? s_lg[tt * NS + c] : act[pc.g_off + o]) : 0.0;
+      const float yo = wkv_finish(y, live, lnw, lnb, vb, g);
+      if (live) {
+        act[pc.y_off + o] = yo;
+        s_y[tt * NS + c] = yo;  // for the int8 form (only this invocation reads this element)
       }
     }
     barrier();  // the next block overwrites the shared arrays

@@ -17,10 +17,11 @@ constexpr uint32_t kCoopmatK = 64;                    // mc.comp BK: K must be a
 // mv.comp products of at least this many weights take 4 rows a subgroup at one token (F16).
 constexpr uint64_t kMvWideRowsWeights = uint64_t{16} << 20;
 constexpr uint32_t kWkvBlock = 8;  // wkv_sg.comp TB: tokens per block (a multiple of 4)
-// Row slices of wkv_sg.comp: at most 8 (8 rows, 32 invocations of phase B, for head size 64),
+// Row slices of wkv_long.comp: at most 8 (8 rows, 32 invocations of phase B, for head size 64),
 // and at least 4 rows each; by default at most 2 (H100, Q4_K_M, doc state ms at 1 / 2 / 4 / 8
-// slices: 0.1B 11.2 / 9.0 / 9.3 / 9.4, 1.5B 41.9 / 38.4 / 38.1 / 46.4, 2.9B 70.8 / 64.8 / 77.7 /
-// 88.0; each slice repeats phase A, and past 2 phase B no longer shortens much).
+// slices, measured on wkv_sg.comp's long variant: 0.1B 11.2 / 9.0 / 9.3 / 9.4, 1.5B 41.9 / 38.4 /
+// 38.1 / 46.4, 2.9B 70.8 / 64.8 / 77.7 / 88.0; each slice repeats phase A, and past 2 phase B no
+// longer shortens much).
 constexpr uint32_t kWkvMostSlices = 8, kWkvSliceRows = 4, kWkvDefaultSlices = 2;
 constexpr uint32_t kWkvRowLanes = 4;  // wkv_core.glsl P: invocations per state row in phase B
 // Workgroups a long chunk's wkv may make by splitting its heads' rows: no more than an H100's or
@@ -550,10 +551,11 @@ Pipelines::Key Kernels::wkv_long_key(uint32_t head_size) const {
   return {name, {wg, head_size, block, sg}};
 }
 
-// Phase B of a long chunk is bound by one SM's shared-memory reads (docs/PERFORMANCE.md,
-// session 15): with fewer (head, sequence) workgroups than SMs, each head's rows go to 2, 4 or
-// 8 workgroups, whose redundant phase A runs in parallel on SMs that would otherwise idle, as
-// long as they all fit one wave (2.9B: 4 slices, 160 workgroups, lost to 2).
+// Phase B of a long chunk is a chain of latencies per warp (docs/PERFORMANCE.md, session 15), and
+// a head's 64 rows take 8 warps, two to each of an SM's four schedulers: with fewer (head,
+// sequence) workgroups than SMs, each head's rows go to 2, 4 or 8 workgroups, whose redundant
+// phase A runs on SMs that would otherwise idle, as long as they all fit one wave (2.9B: 4
+// slices, 160 workgroups, lost to 2).
 uint32_t Kernels::wkv_slices(uint32_t n_head, uint32_t head_size, uint32_t n_seq) const {
   const uint32_t most = std::min(kWkvMostSlices, head_size / kWkvSliceRows);
   if (wkv_slices_ != 0) return std::min(wkv_slices_, most);
@@ -770,7 +772,7 @@ void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& args, 
       a.flags |= group << 8;
       groups = ceil_div(n_seq, group);
     }
-    // A long chunk of few sequences: each head's state rows over several workgroups, then
+    // A long chunk: wkv_long.comp (each head's state rows maybe over several workgroups), then
     // wkv_out.comp for the GroupNorm, bonus and gate (which need all of a head's rows).
     const bool long_chunk = !lora && T >= wkv_long_t_;
     const Pipelines::Key pipelined =
@@ -785,20 +787,11 @@ void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& args, 
       vkCmdDispatch(cb, n_head, T, 1);
       return;
     }
-    const uint32_t slices =
-        long_chunk && args.y_q8 == kNoQ8 ? wkv_slices(n_head, head_size, n_seq) : 1;
-    a.flags |= slices > 1 ? slices << 16 : 0;
     const Pipelines::Key key = wkv_key(head_size, T, lora, lora_ranks, grouped);
     bind(cb, set, pipes_.get(key.first, key.second), &a, sizeof(a));
-    vkCmdDispatch(cb, n_head, groups, slices);
-    if (slices > 1) {
-      compute_barrier(cb);
-      bind(cb, set, pipes_.get("wkv_out", {head_size, head_size}), &a, sizeof(a));
-      vkCmdDispatch(cb, n_head, T, 1);
-    }
-    return;
+  } else {
+    bind(cb, set, pipes_.get("wkv", {head_size, head_size}), &a, sizeof(a));
   }
-  bind(cb, set, pipes_.get("wkv", {head_size, head_size}), &a, sizeof(a));
   vkCmdDispatch(cb, n_head, groups, 1);
 }
 
