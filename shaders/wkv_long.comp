@@ -58,9 +58,11 @@ void main() {
   const uint row0 = gl_WorkGroupID.z * rows;
   const uint first = meta[pc.meta_seq + 4 * seq + 1], n = meta[pc.meta_seq + 4 * seq + 2];
   // Phase B: invocation (row, part) of this slice's rows; phase A: the subgroups after them.
-  const bool b_lane = tid < rows * P;
+  // Whole subgroups (the host keeps rows * P a multiple of SG), so that the branch around phase
+  // B's shuffles is uniform in every subgroup.
+  const uint b_subgroups = rows * P / SG;
+  const bool b_lane = gl_SubgroupID < b_subgroups;
   const uint row = row0 + tid / P, part = tid % P;
-  const uint b_subgroups = (rows * P + SG - 1u) / SG;
   const bool a_lane = gl_SubgroupID >= b_subgroups;
   const uint a = gl_SubgroupID - b_subgroups, na = gl_NumSubgroups - b_subgroups;
   if (a_lane) {

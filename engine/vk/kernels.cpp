@@ -557,7 +557,9 @@ Pipelines::Key Kernels::wkv_long_key(uint32_t head_size) const {
 // phase A runs on SMs that would otherwise idle, as long as they all fit one wave (2.9B: 4
 // slices, 160 workgroups, lost to 2).
 uint32_t Kernels::wkv_slices(uint32_t n_head, uint32_t head_size, uint32_t n_seq) const {
-  const uint32_t most = std::min(kWkvMostSlices, head_size / kWkvSliceRows);
+  // (wkv_long.comp: a slice's phase B takes whole subgroups.)
+  const uint32_t most = std::min({kWkvMostSlices, head_size / kWkvSliceRows,
+                                  kWkvRowLanes * head_size / dev_.features().subgroup_size});
   if (wkv_slices_ != 0) return std::min(wkv_slices_, most);
   uint32_t slices = 1;
   while (slices < std::min(most, kWkvDefaultSlices) &&
