@@ -19,7 +19,9 @@
 layout(local_size_x_id = 0) in;              // > NS * P: phase B's invocations and phase A's
 layout(constant_id = 1) const uint NS = 64;  // head size
 layout(constant_id = 2) const uint TB = 8;   // tokens per block
-layout(constant_id = 3) const uint SG = 32;  // the device's subgroup size (<= NS)
+// The device's subgroup size (<= NS): gl_SubgroupSize, which Vulkan fixes to the device's
+// subgroupSize for SPIR-V before 1.6 without the varying-size flag (this build: vulkan1.2).
+layout(constant_id = 3) const uint SG = 32;
 
 #include "wkv_push.glsl"
 
