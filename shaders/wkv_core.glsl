@@ -12,6 +12,16 @@ const uint P = 4;  // invocations per state row in phase B
 struct WkvIn {
   float w, a, k2, r, v, kr, bonus;
 };
+// Channel ch's w0, a0, v0, k_k, k_a, r_k: wkv_in's p.
+void wkv_params(uint ch, out float p[6]) {
+  p[0] = vecs[pc.w0 + ch];
+  p[1] = vecs[pc.a0 + ch];
+  p[2] = vecs[pc.v0 + ch];
+  p[3] = vecs[pc.k_k + ch];
+  p[4] = vecs[pc.k_a + ch];
+  p[5] = vecs[pc.r_k + ch];
+}
+
 WkvIn wkv_in(uint o, bool own, float wl, float al, float vl, float p[6]) {
   WkvIn i;
   i.r = act[pc.r_off + o];

@@ -69,13 +69,7 @@ void main() {
   const uint a = gl_SubgroupID - b_subgroups, na = gl_NumSubgroups - b_subgroups;
   if (a_lane) {
     [[unroll]] for (uint q = 0; q < PER; ++q) {
-      const uint ch = h * NS + q * SG + gl_SubgroupInvocationID;
-      prm[q][0] = vecs[pc.w0 + ch];
-      prm[q][1] = vecs[pc.a0 + ch];
-      prm[q][2] = vecs[pc.v0 + ch];
-      prm[q][3] = vecs[pc.k_k + ch];
-      prm[q][4] = vecs[pc.k_a + ch];
-      prm[q][5] = vecs[pc.r_k + ch];
+      wkv_params(h * NS + q * SG + gl_SubgroupInvocationID, prm[q]);
     }
     phase_a(first, min(TB, n), 0u, h, row0, rows, a, na);
   }

@@ -146,13 +146,8 @@ void main() {
   // S is loaded after phase L (its weight registers are free by then).
   // Phases A and C layout: token slot tid / NS of the pass, channel tid % NS.
   const uint c = tid % NS, ch = h * NS + c, lanes_tok = WG / NS;
-  float prm[6];  // w0, a0, v0, k_k, k_a, r_k
-  prm[0] = vecs[pc.w0 + ch];
-  prm[1] = vecs[pc.a0 + ch];
-  prm[2] = vecs[pc.v0 + ch];
-  prm[3] = vecs[pc.k_k + ch];
-  prm[4] = vecs[pc.k_a + ch];
-  prm[5] = vecs[pc.r_k + ch];
+  float prm[6];
+  wkv_params(ch, prm);
   const float lnw = vecs[pc.lnx_w + ch], lnb = vecs[pc.lnx_b + ch];
 
   for (uint b0 = 0; b0 < n; b0 += TB) {
