@@ -5,13 +5,6 @@
 
 const uint P = 4;  // invocations per state row in phase B
 
-// Phase A's values for one channel of one token: decay w, rate a, updated key k2, receptance r,
-// kr (k * k_k, which the caller normalises over the head), the bonus term r * k2 * r_k, and v
-// after the value residual (0 where !own: a row slice reads only its own rows' v, because it
-// overwrites them). wl, al, vl: the LoRA up outputs of the channel; p: w0, a0, v0, k_k, k_a, r_k.
-struct WkvIn {
-  float w, a, k2, r, v, kr, bonus;
-};
 // Channel ch's w0, a0, v0, k_k, k_a, r_k: wkv_in's p.
 void wkv_params(uint ch, out float p[6]) {
   p[0] = vecs[pc.w0 + ch];
@@ -22,6 +15,13 @@ void wkv_params(uint ch, out float p[6]) {
   p[5] = vecs[pc.r_k + ch];
 }
 
+// Phase A's values for one channel of one token: decay w, rate a, updated key k2, receptance r,
+// kr (k * k_k, which the caller normalises over the head), the bonus term r * k2 * r_k, and v
+// after the value residual (0 where !own: a row slice reads only its own rows' v, because it
+// overwrites them). wl, al, vl: the LoRA up outputs of the channel; p: w0, a0, v0, k_k, k_a, r_k.
+struct WkvIn {
+  float w, a, k2, r, v, kr, bonus;
+};
 WkvIn wkv_in(uint o, bool own, float wl, float al, float vl, float p[6]) {
   WkvIn i;
   i.r = act[pc.r_off + o];

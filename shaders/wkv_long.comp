@@ -16,6 +16,12 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 #include "common.glsl"
 
+// WKV_DIAG (diagnostic builds only, results wrong): 1 leaves phase A out of the loop, 2 phase B,
+// to time the other alone.
+#ifndef WKV_DIAG
+#define WKV_DIAG 0
+#endif
+
 layout(local_size_x_id = 0) in;              // > NS * P: phase B's invocations and phase A's
 layout(constant_id = 1) const uint NS = 64;  // head size
 layout(constant_id = 2) const uint TB = 8;   // tokens per block
@@ -65,7 +71,7 @@ void main() {
   const uint b_subgroups = rows * P / SG;
   const bool b_lane = gl_SubgroupID < b_subgroups;
   const uint row = row0 + tid / P, part = tid % P;
-  const bool a_lane = gl_SubgroupID >= b_subgroups;
+  const bool a_lane = !b_lane;
   const uint a = gl_SubgroupID - b_subgroups, na = gl_NumSubgroups - b_subgroups;
   if (a_lane) {
     [[unroll]] for (uint q = 0; q < PER; ++q) {
@@ -79,11 +85,6 @@ void main() {
   const uint blocks = (n + TB - 1u) / TB;
   for (uint b = 0; b < blocks; ++b) {
     const uint buf = b & 1u, b0 = b * TB;
-    // (WKV_DIAG, diagnostic builds only, results wrong: 1 leaves phase A out of the loop, 2
-    // phase B, to time the other alone.)
-#ifndef WKV_DIAG
-#define WKV_DIAG 0
-#endif
     if (b_lane && WKV_DIAG != 2) {
       for (uint tt = 0; tt < min(TB, n - b0); ++tt) {
         const float y = recur(buf * TB + tt, row, part);

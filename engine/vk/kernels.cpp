@@ -147,6 +147,10 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   wkv_group_ = std::clamp(env_u32("RWKVD_VK_WKV_GROUP", 4), 1u, kWkvBlock);
   wkv_slices_ = std::bit_floor(std::min(env_u32("RWKVD_VK_WKV_SLICES", 0), kWkvMostSlices));
   wkv_pipelined_ = env_u32("RWKVD_VK_WKV_PIPELINED", 1) != 0;
+  if (const char* d = std::getenv("RWKVD_VK_WKV_DIAG");
+      d != nullptr && (d == std::string("a") || d == std::string("b"))) {
+    wkv_diag_ = d;
+  }
   // Long chunks (prefill): more tokens per pass of wkv's parallel phases and per block, each pass
   // a memory latency and barriers (H100, see docs/PERFORMANCE.md). $RWKVD_VK_WKV_LONG_* override.
   // (Not on CPU devices, where the idle invocations of a wider workgroup cost time.)
@@ -544,11 +548,8 @@ Pipelines::Key Kernels::wkv_long_key(uint32_t head_size) const {
   uint32_t block = wkv_long_block_;
   while (block > 4 && shared_bytes(block) > lim.maxComputeSharedMemorySize) block -= 4;
   if (shared_bytes(block) > lim.maxComputeSharedMemorySize) return {};
-  // $RWKVD_VK_WKV_DIAG (a or b): a diagnostic build without phase A or B in the loop.
-  static const std::string diag =
-      std::getenv("RWKVD_VK_WKV_DIAG") ? std::getenv("RWKVD_VK_WKV_DIAG") : "";
-  const std::string name = diag == "a" || diag == "b" ? "wkv_long_diag_" + diag : "wkv_long";
-  return {name, {wg, head_size, block, sg}};
+  return {wkv_diag_.empty() ? "wkv_long" : "wkv_long_diag_" + wkv_diag_,
+          {wg, head_size, block, sg}};
 }
 
 // Phase B of a long chunk is a chain of latencies per warp (docs/PERFORMANCE.md, session 15), and

@@ -170,13 +170,13 @@ class Kernels {
   WkvLora wkv_lora(uint32_t head_size, uint32_t lora_ranks) const;
   // wkv_sg.comp's pipeline for a forward of T tokens, with or without the LoRA up phase, with
   // workgroups of one sequence or (grouped) of a group of one-token sequences.
+  Pipelines::Key wkv_key(uint32_t head_size, uint32_t T, bool lora, uint32_t lora_ranks,
+                         bool grouped = false) const;
   // wkv_long.comp's pipeline for long chunks (the pipelined phases A and B), if this device
   // runs it; else an empty name.
   Pipelines::Key wkv_long_key(uint32_t head_size) const;
   // Row slices for a long chunk's wkv of n_head x n_seq (head, sequence) workgroups.
   uint32_t wkv_slices(uint32_t n_head, uint32_t head_size, uint32_t n_seq) const;
-  Pipelines::Key wkv_key(uint32_t head_size, uint32_t T, bool lora, uint32_t lora_ranks,
-                         bool grouped = false) const;
   // mv.comp's rows a subgroup for a product of `weights` (K x N of its largest slot).
   uint32_t mv_rows(uint32_t tokens, GgmlType type, uint64_t weights) const;
   uint32_t mvq_rows(uint32_t tokens) const;  // mvq.comp's rows per subgroup
@@ -223,6 +223,8 @@ class Kernels {
   // over (1: none; 0: wkv_slices() by the grid).
   uint32_t wkv_slices_ = 0;
   bool wkv_pipelined_ = true;  // $RWKVD_VK_WKV_PIPELINED=0: long chunks on wkv_sg.comp instead
+  // $RWKVD_VK_WKV_DIAG (a or b): wkv_long.comp's diagnostic build without phase A or B in its loop.
+  std::string wkv_diag_;
   // From wkv_long_t_ tokens: invocations per channel and tokens per block of the long variant.
   uint32_t wkv_long_t_ = 33, wkv_long_lanes_ = 16, wkv_long_block_ = 16;
   uint32_t dispatches_ = 0;
