@@ -327,6 +327,9 @@ void product_args(benchmark::internal::Benchmark* b) {
       for (int64_t T : {2, 4, 8}) b->Args({ti, K, N, T, 1, 0});
       b->Args({ti, K, N, 512, 1, 0});
       b->Args({ti, K, N, 512, 1, 2});
+      if (t == GgmlType::Q4_K) {  // shorter chunks, the email's 854 tokens in one, a full one
+        for (int64_t T : {64, 128, 256, 854, 1024}) b->Args({ti, K, N, T, 1, 2});
+      }
       if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) {  // the same from int8 inputs
         for (int64_t T : {1, 2, 4, 8, 16}) b->Args({ti, K, N, T, 1, 1});
         b->Args({ti, K, N, 1, 0, 1});

@@ -199,7 +199,7 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
     // F32: MmSlot::half_ok; F16: inputs split in two halves (mc.comp MC_SPLIT).
     if (coopmat_ && (!is_float_type(t) || t == GgmlType::F32 || splits_inputs(t))) {
       for (const uint32_t rows : {64u, 128u}) {
-        if (rows != mc_rows(t, 0, 0, 0) && (mc_rows_ != 0 || t != GgmlType::Q4_K)) continue;
+        if (rows != mc_rows(t, 0, 0, 0, 1) && (mc_rows_ != 0 || t != GgmlType::Q4_K)) continue;
         // The forward's products read the fp16 form of their inputs, but for the LoRA up ones
         // (F32, float inputs): only the variants it uses (each costs start-up time when no
         // pipeline cache has it).
@@ -465,14 +465,21 @@ std::string Kernels::mc_name(GgmlType type, uint32_t rows, uint32_t tokens) cons
          (tokens == 32 ? "_t32" : "");
 }
 
-uint32_t Kernels::mc_rows(GgmlType type, uint32_t max_n, uint32_t T, uint32_t n_slots) const {
+uint32_t Kernels::mc_rows(GgmlType type, uint32_t max_n, uint32_t T, uint32_t n_slots,
+                          uint32_t split) const {
   if (splits_inputs(type)) return 64;  // a 128-row tile with two input tiles: too many registers
   if (mc_rows_ == 64 || mc_rows_ == 128) return mc_rows_;
-  // 128-row tiles read the tokens' inputs half as often, but make half the workgroups: H100,
-  // 512 tokens, Q4_K 2560 -> 10240 (640 of them) 444 -> 353 us; 10240 -> 2560 (160) 479 -> 497;
-  // Q6_K slower at every shape (its pieces cost more to decode), other types not measured.
-  const uint32_t grid = ceil_div(max_n, 128) * ceil_div(T, kTileTokens) * n_slots;
-  return type == GgmlType::Q4_K && grid >= 512 ? 128 : 64;
+  // 128-row tiles read the tokens' inputs half as often, but make half the workgroups (two an
+  // SM fit, against four of 64 rows): they win from ~2.5 waves of them. H100, Q4_K from fp16
+  // inputs, us with 64 / 128 rows (session 16; workgroups of 128 rows, split-K parts counted):
+  //   2560 -> 10240 (no split): T 128 (160) 80 / 85, T 256 (320) 131 / 127, T 512 (640) 243 / 204
+  //   10240 -> 2560 (2 parts): T 256 (160) 168 / 178, T 512 (320) 275 / 268, T 854 (560) 467 /
+  //     429, T 1024 (640) 526 / 437
+  //   2560 -> 2560 (2 parts): T 256 (160) 47.6 / 49.8, T 512 (320) 77 / 74, T 1024 (640) 139 / 120
+  // Q6_K slower at every shape (its pieces cost more to decode), other types not measured. The
+  // rows of a tile change no sum's order (each output's K runs the same steps in either).
+  const uint32_t grid = ceil_div(max_n, 128) * ceil_div(T, kTileTokens) * n_slots * split;
+  return type == GgmlType::Q4_K && grid >= 256 ? 128 : 64;
 }
 
 bool Kernels::wkv_sg(uint32_t head_size) const {
@@ -692,8 +699,8 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       // Q6_K takes 64-token tiles whenever it has 64 tokens: its pieces cost the most to decode,
       // and a wider tile decodes each for more tokens (10240 -> 2560 703 -> 609 us, 2560 -> 2560
       // 169 -> 153 us; Q4_K 2560 -> 2560 111 -> 117 us the other way).
-      const uint32_t rows = mc_rows(type, max_n, T, n_slots);
       const uint32_t split = mc_split(slots);
+      const uint32_t rows = mc_rows(type, max_n, T, n_slots, split);
       const uint32_t grid = ceil_div(max_n, rows) * ceil_div(T, kTileTokens) * n_slots * split;
       uint32_t tokens = grid * (rows / kTileRows) < mc_small_grid_ ? 32 : kTileTokens;
       if (type == GgmlType::Q6_K && T > 32) tokens = kTileTokens;

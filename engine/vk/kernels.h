@@ -206,8 +206,10 @@ class Kernels {
   // few row tiles, where slots' scratch (MmSlot::part_off) holds the partial sums. Depends on
   // the product's shape, not on T, so a token's sums run in the same order in any chunk.
   uint32_t mc_split(std::span<const MmSlot> slots) const;
-  // mc.comp's tile height for a product of up to max_n rows, T tokens, n_slots weights.
-  uint32_t mc_rows(GgmlType type, uint32_t max_n, uint32_t T, uint32_t n_slots) const;
+  // mc.comp's tile height for a product of up to max_n rows, T tokens, n_slots weights, K in
+  // split parts.
+  uint32_t mc_rows(GgmlType type, uint32_t max_n, uint32_t T, uint32_t n_slots,
+                   uint32_t split) const;
   // The shader's _sg variant (subgroup reductions) where the device has subgroup arithmetic.
   std::string subgroup_variant(const std::string& shader) const;
   void bind(VkCommandBuffer cb, VkDescriptorSet set, VkPipeline p, const void* pc, uint32_t size);
