@@ -41,6 +41,11 @@ constexpr uint32_t kMcdMostSubgroups = 8;           // mcd.comp kMaxSubgroups
 // parts: Q4_K 10240 -> 2560 323 / 277 / 283 us, 2560 -> 2560 79 / 75 / 88; Q6_K 10240 -> 2560
 // 462 / 405 / 386; 2560 -> 10240 (160 tiles) 224 / 253 / 285.
 constexpr uint32_t kMcSplitTiles = 64, kMcSplitMost = 8;
+// Such a product with long rows splits further, until each part has at most this many steps of
+// K: the ffn value product (10240 inputs, 160 steps) in 4. H100, Q4_K 10240 -> 2560 from fp16
+// inputs, 2 / 4 parts, us: T 256 165 / 139, T 512 265 / 227, T 854 425 / 395, T 1024 432 /
+// 444 (session 16; 2560 -> 2560, 40 steps, stays at 2: T 512 73.6 / 68.8 but T 1024 119 / 136).
+constexpr uint32_t kMcSplitSteps = 40;
 
 struct MmPush {
   uint32_t K[4], N[4], x_off[4], y_off[4], mode[4], row_bytes[4], yq_off[4];
@@ -405,10 +410,11 @@ Pipelines::Key Kernels::mc_key(GgmlType type, uint32_t rows, uint32_t tokens, bo
 uint32_t Kernels::mc_split(std::span<const MmSlot> slots) const {
   const MmSlot& first = slots.front();
   if (first.part_off == kNoQ8 || mc_split_ == 1) return 1;
-  uint32_t tiles = 0, rows = 0;
+  uint32_t tiles = 0, rows = 0, steps = 0;
   for (const MmSlot& s : slots) {
     tiles += ceil_div(s.N, kTileRows);
     rows += s.N;
+    steps = std::max(steps, s.K / kMcStepK);
   }
   // Every slot's steps of K divide evenly among the parts.
   const auto divides = [&](uint32_t parts) {
@@ -417,8 +423,13 @@ uint32_t Kernels::mc_split(std::span<const MmSlot> slots) const {
   };
   // H100, 512 tokens, Q4_K: see docs/PERFORMANCE.md (session 9) for the products it splits.
   const uint32_t most = mc_split_ >= 2 ? std::min(mc_split_, kMcSplitMost) : kMcSplitMost;
+  const bool few_tiles = tiles < kMcSplitTiles;
+  const auto wants = [&](uint32_t split) {
+    return mc_split_ >= 2 || tiles * split < kMcSplitTiles ||
+           (few_tiles && steps / split > kMcSplitSteps);
+  };
   uint32_t split = 1;
-  while (split < most && (mc_split_ >= 2 || tiles * split < kMcSplitTiles) && divides(2 * split) &&
+  while (split < most && wants(split) && divides(2 * split) &&
          2 * split * rows <= first.part_width) {
     split *= 2;
   }

@@ -139,6 +139,7 @@ TEST_P(VkMatmul, MatchesDequantizedCpuProductEveryEpilogue) {
         // The test's products are small enough for mc_split() to split K in 8 by default.
         {", mc without split-K", {{"RWKVD_VK_MC_SPLIT", "1"}}},
         {", mc split-K in 2", {{"RWKVD_VK_MC_SPLIT", "2"}}},
+        {", mc split-K in 4", {{"RWKVD_VK_MC_SPLIT", "4"}}},
         // mcd.comp (T = 3 and 11 by default): one token too, and its other shapes.
         {", mcd from one token", {{"RWKVD_VK_MCD_MIN_T", "1"}}},
         {", mcd with 3 subgroups", {{"RWKVD_VK_MCD_SG", "3"}}},
