@@ -113,6 +113,7 @@ struct Product {
     slot.part_off = part_off;
     slot.part_width = 8 * N;
     if (form == 2) {
+      slot.half_ok = type == GgmlType::F32;  // as the LoRA products of quantised models
       slot.h16_off = h_off;
       if (!g.kernels.reads_h16(type, {&slot, 1}, T)) throw std::runtime_error("no fp16 form here");
       const Kernels::HalfRegion region{K, 0, h_off};
@@ -301,7 +302,7 @@ void BM_Product(benchmark::State& state) {
     state.SkipWithError("the device has no int8 product for this type");
     return;
   }
-  if (form == 2 && !gpu().kernels.uses_coopmat(type, K, T, false)) {
+  if (form == 2 && !gpu().kernels.uses_coopmat(type, K, T, type == GgmlType::F32)) {
     state.SkipWithError("the device runs no tensor-core product here");
     return;
   }
@@ -341,6 +342,10 @@ void product_args(benchmark::internal::Benchmark* b) {
   // The LoRA down products of a 2.9B layer at one token (F32, four weights of 96, 96, 64 and 320
   // rows in one dispatch in the forward; here as one of 576).
   for (int64_t T : {1, 2, 4}) b->Args({static_cast<int64_t>(GgmlType::F32), 2560, 576, T, 1, 0});
+  // And on tensor cores from their fp16 form (MmSlot::half_ok), as in prefill.
+  for (int64_t T : {64, 256, 512, 854}) {
+    b->Args({static_cast<int64_t>(GgmlType::F32), 2560, 576, T, 1, 2});
+  }
   // The head of 2.9B Q4_K_M files (Q6_K, 65536 x 2560) for one token, and for a few from int8
   // inputs and on tensor cores (which of the two a few sequences' head should take).
   const auto q6 = static_cast<int64_t>(GgmlType::Q6_K);

@@ -13,6 +13,10 @@
 //
 // Precision: tensor_core.glsl's (operands rounded to fp16, inputs scaled by 2^-8).
 //
+// pc.yq_off (unsplit products): the epilogue also writes y's fp16 form there (h16.comp's bits,
+// for the next product), and with kModeHalfOnly only that form (the ffn key product's output,
+// 10240 floats a token that the ffn value product reads as fp16 alone).
+//
 // MC_SPLIT (F16 weights, which fp16 holds exactly): each input goes in as two fp16 halves, hi (x
 // with its mantissa cut to fp16's) and lo = fp16((x - hi) * 2^10), multiplied with the same
 // weights into two sets of fp32 accumulators, y = acc_hi + acc_lo * 2^-10: ~21 bits of each
@@ -201,6 +205,28 @@ void main() {
   }
   barrier();
   const uint part_o = part_row(s, part);
+  if (pc.yq_off[s] != ~0u) {
+    // y's fp16 form too (the host asks only unsplit, N even: Kernels::writes_h16), two
+    // neighbouring outputs an invocation, one word of h16.comp's bits; and the floats unless
+    // nothing reads them (kModeHalfOnly).
+    const bool floats = (pc.mode[s] & kModeHalfOnly) == 0u;
+    for (uint e = tid; e < BN * BM / 2u; e += NI) {
+      const uint tt = e / (BM / 2u), r = 2u * (e % (BM / 2u)), o = m0 + r, t = t0 + tt;
+      if (t < T && o < N) {
+        const uint c = tt * kCStride + r;  // even: both floats in one uvec4
+        const uint yo = pc.y_off[s] + t * N + o;
+        const vec2 y = vec2(epilogue(s, yo, uintBitsToFloat(smem[c / 4u][c % 4u]) / kInScale),
+                            epilogue(s, yo + 1u,
+                                     uintBitsToFloat(smem[c / 4u][c % 4u + 1u]) / kInScale));
+        if (floats) {
+          act[yo] = y.x;
+          act[yo + 1u] = y.y;
+        }
+        actu[pc.yq_off[s] + t * (N / 2u) + o / 2u] = half_pair(y);
+      }
+    }
+    return;
+  }
   for (uint e = tid; e < BN * BM; e += NI) {
     const uint tt = e / BM, o = m0 + e % BM, t = t0 + tt;
     if (t < T && o < N) {

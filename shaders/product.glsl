@@ -27,8 +27,11 @@ uint part_row(uint s, uint part) {
   return o;
 }
 
+// pc.mode bit 4 (MmSlot::y_half_only): write only y's fp16 form (mc.comp; others ignore it).
+const uint kModeHalfOnly = 16u;
+
 float epilogue(uint s, uint yo, float y) {
-  switch (pc.mode[s]) {
+  switch (pc.mode[s] & (kModeHalfOnly - 1u)) {
     case 1: return y + act[yo];
     case 2: return tanh(y);
     case 3: return sigmoid(y);

@@ -39,6 +39,7 @@ layout(push_constant) uniform PC {
   uint h16_mask;   // bit i: out_i's fp16 form too (h16.comp's), for a tensor-core product
   uint h16_off;    // act: out_i's fp16 form at h16_off + i * h16_stride, [T][D / 2] words
   uint h16_stride;
+  uint f32_skip;   // bit i: no float form of out_i (every product reads another form)
 }
 pc;
 
@@ -154,7 +155,9 @@ void main() {
     [[unroll]] for (uint i = 0; i < 6; ++i) {
       if (i >= pc.n_lerp) break;
       const vec4 v = xn + dx * p.lerp[i];
-      if (live) shift_out4[(pc.out_off + i * pc.out_stride + t * D + c) / 4u] = v;
+      if (live && (pc.f32_skip & (1u << i)) == 0u) {
+        shift_out4[(pc.out_off + i * pc.out_stride + t * D + c) / 4u] = v;
+      }
 #ifdef USE_SUBGROUP
       // Their fp16 form (h16.comp's halves, which then need not run for these outputs) and
       // int8 form.

@@ -275,6 +275,10 @@ ShiftArgs Forward::att_shift(uint32_t l, uint32_t T) const {
   tm.h16_mask = lerp_mask(p.first, T, InputForm::kHalf);
   tm.h16_off = a_.h_lerp;
   tm.h16_stride = token_cap_ * (D / 2);
+  // (Where the shift writes no fp16 form, h16.comp makes it from the floats.)
+  const uint32_t floats =
+      lerp_mask(p.first, T, tm.h16_mask != 0 ? InputForm::kFloat : InputForm::kFloatOrHalf);
+  tm.f32_skip = ((1u << tm.n_lerp) - 1u) & ~floats;
   return tm;
 }
 
@@ -307,6 +311,7 @@ ShiftArgs Forward::ffn_shift(uint32_t l, uint32_t T) const {
     cm.h16_mask = 1;
     cm.h16_off = a_.h_fx;
   }
+  cm.f32_skip = cm.q8_mask | cm.h16_mask;  // the ffn key product reads that form alone
   return cm;
 }
 
@@ -436,8 +441,11 @@ void Forward::record_half(VkCommandBuffer cb, const std::vector<MmGroup>& groups
 uint32_t Forward::lerp_mask(const std::vector<MmGroup>& groups, uint32_t T, InputForm form) const {
   uint32_t mask = 0;
   for (const MmGroup& g : groups) {
-    const bool reads =
-        form == InputForm::kInt8 ? reads_q8(g, T) : kernels_.reads_h16(g.type, g.slots, T);
+    const bool q8 = reads_q8(g, T), h16 = kernels_.reads_h16(g.type, g.slots, T);
+    const bool reads = form == InputForm::kInt8    ? q8
+                       : form == InputForm::kHalf  ? h16
+                       : form == InputForm::kFloat ? !q8 && !h16
+                                                   : !q8;  // kFloatOrHalf
     if (!reads) continue;
     for (const MmSlot& s : g.slots) mask |= 1u << ((s.x_off - a_.lerp) / (token_cap_ * hp_.n_embd));
   }
@@ -603,6 +611,7 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
     std::vector<MmGroup> fkey = p.fkey;
     if (fkey_h16_out) {
       fkey[0].slots[0].yh_off = a_.h_fh;
+      fkey[0].slots[0].y_half_only = true;  // the ffn value product reads fh in fp16 alone
     } else {
       fkey[0].slots[0].yq_off = a_.q_fh;
     }

@@ -134,9 +134,12 @@ class Forward {
   bool reads_q8(const std::vector<MmGroup>& groups, uint32_t T) const;
   // The same for the fp16 form (tensor-core products).
   bool reads_h16(const std::vector<MmGroup>& groups, uint32_t T) const;
-  // Which of the lerps (bit i: lerp i) the first groups read in int8 or fp16 form at T tokens:
-  // the shift writes those forms itself (so no q8 or h16 dispatch need).
-  enum class InputForm { kInt8, kHalf };
+  // The form a product reads its input in; kFloatOrHalf: floats, or the fp16 form where
+  // h16.comp makes it from them.
+  enum class InputForm { kInt8, kHalf, kFloat, kFloatOrHalf };
+  // Which of the lerps (bit i: lerp i) the first groups read in `form` at T tokens: the shift
+  // writes the int8 and fp16 forms itself (so no q8 or h16 dispatch need), and the floats only
+  // where some product reads them.
   uint32_t lerp_mask(const std::vector<MmGroup>& groups, uint32_t T, InputForm form) const;
   // Writes the fp16 form of the inputs that `groups` read as such at T tokens (h16.comp), then
   // a barrier; nothing where none does.

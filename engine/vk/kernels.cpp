@@ -32,6 +32,7 @@ constexpr uint32_t kWkvLoraLoadsMax = 40;
 constexpr uint32_t kQ8Wg = 64;                      // q8.comp workgroup
 constexpr uint32_t kH16Wg = 64;                     // h16.comp workgroup
 constexpr uint32_t kMcStepK = 64;                   // mc.comp's K per step (BK)
+constexpr uint32_t kModeHalfOnly = 16;              // product.glsl: MmSlot::y_half_only
 constexpr uint32_t kMcSumWg = 256;                  // mc_sum.comp workgroup
 constexpr uint32_t kMcdRows = 16, kMcdTokens = 16;  // mcd.comp BM, BT
 constexpr uint32_t kMcdMostSubgroups = 8;           // mcd.comp kMaxSubgroups
@@ -353,7 +354,8 @@ bool Kernels::reads_h16(GgmlType type, std::span<const MmSlot> slots, uint32_t T
 }
 
 bool Kernels::writes_h16(GgmlType type, std::span<const MmSlot> slots, uint32_t T) const {
-  return few_on_coopmat(T) && reads_h16(type, slots, T) &&
+  // mcd.comp, or mc.comp unsplit (mc_sum.comp writes no fp16 form).
+  return reads_h16(type, slots, T) && (few_on_coopmat(T) || mc_split(slots) == 1) &&
          std::all_of(slots.begin(), slots.end(), [](const MmSlot& s) { return s.N % 2 == 0; });
 }
 
@@ -720,7 +722,11 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       // products): half the bytes of the reads that dominate mc.comp's traffic.
       const bool x16 = reads_h16(type, slots, T);
       if (x16) {
-        for (size_t i = 0; i < slots.size(); ++i) pc.x_off[i] = slots[i].h16_off;
+        for (size_t i = 0; i < slots.size(); ++i) {
+          pc.x_off[i] = slots[i].h16_off;
+          pc.yq_off[i] = slots[i].yh_off;
+          if (slots[i].yh_off != kNoQ8 && slots[i].y_half_only) pc.mode[i] |= kModeHalfOnly;
+        }
       }
       dispatch_parts(mc_key(type, rows, tokens, x16), split, ceil_div(max_n, rows),
                      ceil_div(T, tokens));

@@ -323,62 +323,85 @@ TEST(VkHalfForm, IsScaledInputsRoundedToHalves) {
   RWKVD_EXPECT_NO_VALIDATION_ERRORS(errors);
 }
 
-// A few tokens on tensor cores (mcd.comp) also writing their outputs' fp16 form (MmSlot::yh_off,
-// for the ffn value product): the words must be h16.comp's of the floats the product stored,
-// bit for bit, for both slots, every token (5 of a 16-token tile), a ReLU^2 epilogue included.
+// Tensor-core products also writing their outputs' fp16 form (MmSlot::yh_off, for the ffn value
+// product): a few tokens (mcd.comp: 5 of a 16-token tile) and many (mc.comp: 70, two 64-token
+// tiles). The words must be h16.comp's of the floats the product stored, bit for bit, for both
+// slots, every token, a ReLU^2 epilogue included; with y_half_only the same words, and mc.comp
+// leaves the floats unwritten.
 TEST(VkMatmulHalfOut, WritesTheFp16FormOfItsOutputs) {
   VkRig rig;
   constexpr GgmlType kType = GgmlType::Q4_K;
-  constexpr uint32_t T = 5, K = 512, N[2] = {48, 24};
+  constexpr uint32_t K = 512, N[2] = {48, 24};
   const uint64_t errors = Device::validation_errors();
-  MmSlot probe{K, N[0], 0, 0, MmMode::kStore, 0};
-  probe.h16_off = 0;
-  if (!rig.kernels->writes_h16(kType, {&probe, 1}, T)) {
-    GTEST_SKIP() << "the device runs no tensor-core product for a few tokens (mcd.comp)";
-  }
   const uint32_t rb = static_cast<uint32_t>(*engine::ggml_row_bytes(kType, K));
-  // act: x, its fp16 form, then per slot y, y's fp16 form from the product, h16.comp's of y.
-  const uint32_t x_h = T * K, y0 = x_h + T * K / 2;
-  uint32_t y_off[2], yh[2], ref[2], at = y0;
+  std::vector<std::byte> w[2];
   for (int s = 0; s < 2; ++s) {
-    y_off[s] = at;
-    yh[s] = at + T * N[s];
-    ref[s] = yh[s] + T * N[s] / 2;
-    at = ref[s] + T * N[s] / 2;
+    w[s] = random_weights(kType, K, N[s], 40 + s);
+    rig.make(rig.weights[s], w[s].size() / 4 + 4);
+    std::memcpy(rig.weights[s].mapped(), w[s].data(), w[s].size());
   }
   rig.make(rig.vecs, 4);
   rig.make(rig.meta, 4);
   rig.make(rig.state, 4);
-  rig.make(rig.act, at);
-  MmSlot slots[2];
-  for (int s = 0; s < 2; ++s) {
-    const auto w = random_weights(kType, K, N[s], 40 + s);
-    rig.make(rig.weights[s], w.size() / 4 + 4);
-    std::memcpy(rig.weights[s].mapped(), w.data(), w.size());
-    slots[s] = {K, N[s], 0, y_off[s], s == 0 ? MmMode::kReluSq : MmMode::kStore, rb};
-    slots[s].h16_off = x_h;
-    slots[s].yh_off = yh[s];
-  }
-  ASSERT_TRUE(rig.kernels->writes_h16(kType, slots, T));
-  const std::vector<float> x = random_floats(size_t{T} * K, 8);
-  std::memcpy(rig.act.mapped(), x.data(), x.size() * 4);
-  const VkDescriptorSet set = rig.set();
-  const engine::vk::Kernels::HalfRegion in{K, 0, x_h};
-  const engine::vk::Kernels::HalfRegion outs[2] = {{N[0], y_off[0], ref[0]},
-                                                   {N[1], y_off[1], ref[1]}};
-  rig.run([&](VkCommandBuffer cb) {
-    rig.kernels->to_half(cb, set, T, {&in, 1});
-    engine::vk::Kernels::compute_barrier(cb);
-    rig.kernels->mm(cb, set, kType, slots, T);
-    engine::vk::Kernels::compute_barrier(cb);
-    rig.kernels->to_half(cb, set, T, outs);
-  });
-  const auto* words = rig.ptr<uint32_t>(rig.act);
-  for (int s = 0; s < 2; ++s) {
-    for (uint32_t i = 0; i < T * N[s] / 2; ++i) {
-      ASSERT_EQ(words[yh[s] + i], words[ref[s] + i]) << "slot " << s << " word " << i;
+  bool ran = false;
+  for (const uint32_t T : {5u, 70u}) {
+    SCOPED_TRACE("T = " + std::to_string(T));
+    MmSlot probe{K, N[0], 0, 0, MmMode::kStore, 0};
+    probe.h16_off = 0;
+    if (!rig.kernels->writes_h16(kType, {&probe, 1}, T)) continue;  // no tensor cores here
+    ran = true;
+    // act: x, its fp16 form, then per slot y, y's fp16 form from the product, h16.comp's of y.
+    const uint32_t x_h = T * K, y0 = x_h + T * K / 2;
+    uint32_t y_off[2], yh[2], ref[2], at = y0;
+    for (int s = 0; s < 2; ++s) {
+      y_off[s] = at;
+      yh[s] = at + T * N[s];
+      ref[s] = yh[s] + T * N[s] / 2;
+      at = ref[s] + T * N[s] / 2;
+    }
+    const std::vector<float> x = random_floats(size_t{T} * K, 8);
+    std::vector<uint32_t> words[2];  // yh of the two runs
+    for (const bool half_only : {false, true}) {
+      rig.make(rig.act, at);
+      std::memcpy(rig.act.mapped(), x.data(), x.size() * 4);
+      MmSlot slots[2];
+      for (int s = 0; s < 2; ++s) {
+        slots[s] = {K, N[s], 0, y_off[s], s == 0 ? MmMode::kReluSq : MmMode::kStore, rb};
+        slots[s].h16_off = x_h;
+        slots[s].yh_off = yh[s];
+        slots[s].y_half_only = half_only;
+      }
+      ASSERT_TRUE(rig.kernels->writes_h16(kType, slots, T));
+      const VkDescriptorSet set = rig.set();
+      const engine::vk::Kernels::HalfRegion in{K, 0, x_h};
+      const engine::vk::Kernels::HalfRegion outs[2] = {{N[0], y_off[0], ref[0]},
+                                                       {N[1], y_off[1], ref[1]}};
+      rig.run([&](VkCommandBuffer cb) {
+        rig.kernels->to_half(cb, set, T, {&in, 1});
+        engine::vk::Kernels::compute_barrier(cb);
+        rig.kernels->mm(cb, set, kType, slots, T);
+        if (!half_only) {
+          engine::vk::Kernels::compute_barrier(cb);
+          rig.kernels->to_half(cb, set, T, outs);
+        }
+      });
+      const auto* act = rig.ptr<uint32_t>(rig.act);
+      words[half_only].assign(act + y0, act + at);
+      for (int s = 0; s < 2; ++s) {
+        for (uint32_t i = 0; i < T * N[s] / 2; ++i) {
+          if (!half_only) {
+            ASSERT_EQ(act[yh[s] + i], act[ref[s] + i]) << "slot " << s << " word " << i;
+          } else {
+            ASSERT_EQ(act[yh[s] + i], words[0][yh[s] - y0 + i]) << "slot " << s << " word " << i;
+          }
+        }
+        if (half_only && T > 16) {  // mc.comp: the floats stay as rig.make left them (zeros)
+          for (uint32_t i = 0; i < T * N[s]; ++i) ASSERT_EQ(act[y_off[s] + i], 0u) << i;
+        }
+      }
     }
   }
+  if (!ran) GTEST_SKIP() << "the device runs no tensor-core products (mcd.comp, mc.comp)";
   RWKVD_EXPECT_NO_VALIDATION_ERRORS(errors);
 }
 
