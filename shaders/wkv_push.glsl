@@ -19,7 +19,9 @@ layout(push_constant) uniform PC {
   uint n_seq;  // sequences of the chunk
   uint hw_off, ha_off, hv_off, hg_off;  // act [T][rank]: LoRA down outputs
   uint rank_w, rank_a, rank_v, rank_g;  // multiples of 4
-  uint y_q8;  // act: y's int8 form (q8.glsl) too, for the output product; ~0u: none
+  // act: y's int8 form (q8.glsl) too, for the output product; ~0u: none. With kYHalf
+  // (wkv_out.comp): y's fp16 form instead, and no floats.
+  uint y_q8;
 }
 pc;
-const uint kLayer0 = 1u, kLora = 2u;  // pc.flags
+const uint kLayer0 = 1u, kLora = 2u, kYHalf = 4u;  // pc.flags

@@ -592,10 +592,16 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
     wk.rank_g = hp_.rank_g;
   }
   if (reads_q8(p.out, s.T)) wk.y_q8 = a_.q_y;
+  // The output product reads y's fp16 form alone: a long chunk's wkv writes just that.
+  const bool y_half = !fuse_lora && reads_h16(p.out, s.T) && kernels_.wkv_writes_h16(N, s.T);
+  if (y_half) {
+    wk.flags |= kWkvYHalf;
+    wk.y_q8 = a_.h_y;
+  }
   kernels_.wkv(cb, fuse_lora ? p.second[0].set : base_set_, wk, hp_.n_head, N, s.B, s.T);
   profiler_.stamp(cb, prof, "wkv");
   Kernels::compute_barrier(cb);
-  record_half(cb, p.out, s.T, prof);
+  if (!y_half) record_half(cb, p.out, s.T, prof);
   record_mm(cb, p.out, s.T, prof);
   Kernels::compute_barrier(cb);
   const ShiftArgs cm = ffn_shift(l, s.T);

@@ -775,13 +775,20 @@ void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& args, 
   if (head_size > 256 || (head_size & (head_size - 1)) != 0) {
     throw EngineError("vk wkv: head size must be a power of two <= 256");
   }
-  if ((args.flags & ~(kWkvLayer0 | kWkvLora)) != 0) throw EngineError("vk wkv: unknown flags");
+  if ((args.flags & ~(kWkvLayer0 | kWkvLora | kWkvYHalf)) != 0) {
+    throw EngineError("vk wkv: unknown flags");
+  }
+  const bool y_half = (args.flags & kWkvYHalf) != 0;
+  if (y_half &&
+      ((args.flags & kWkvLora) != 0 || !wkv_writes_h16(head_size, T) || args.y_q8 == kNoQ8)) {
+    throw EngineError("vk wkv: this kernel cannot write the fp16 form of y");
+  }
   const uint32_t lora_ranks = args.rank_w + args.rank_a + args.rank_v + args.rank_g;
   const bool lora = (args.flags & kWkvLora) != 0;
   if (lora && !wkv_fuses_lora(head_size, lora_ranks)) {
     throw EngineError("vk wkv: the LoRA up products need the subgroup kernel");
   }
-  if (args.y_q8 != kNoQ8 && !wkv_writes_q8(head_size)) {
+  if (args.y_q8 != kNoQ8 && !y_half && !wkv_writes_q8(head_size)) {
     throw EngineError("vk wkv: this kernel cannot write the int8 form of y");
   }
   WkvArgs a = args;
@@ -803,7 +810,7 @@ void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& args, 
     // wkv_out.comp for the GroupNorm, bonus and gate (which need all of a head's rows).
     const bool long_chunk = !lora && T >= wkv_long_t_;
     const Pipelines::Key pipelined =
-        long_chunk && args.y_q8 == kNoQ8 ? wkv_long_key(head_size) : Pipelines::Key{};
+        long_chunk && (args.y_q8 == kNoQ8 || y_half) ? wkv_long_key(head_size) : Pipelines::Key{};
     if (!pipelined.first.empty()) {
       const uint32_t slices = wkv_slices(n_head, head_size, n_seq);
       a.flags |= slices << 16;
@@ -824,6 +831,11 @@ void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& args, 
 
 bool Kernels::wkv_writes_q8(uint32_t head_size) const {
   return wkv_sg(head_size) && head_size % 16 == 0;
+}
+
+bool Kernels::wkv_writes_h16(uint32_t head_size, uint32_t T) const {
+  return wkv_sg(head_size) && T >= wkv_long_t_ && !wkv_long_key(head_size).first.empty() &&
+         dev_.features().subgroup_size % 2 == 0;
 }
 
 void Kernels::out_ln(VkCommandBuffer cb, VkDescriptorSet set, const OutLnArgs& a) {

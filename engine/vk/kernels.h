@@ -80,7 +80,9 @@ struct WkvArgs {
   // y's int8 form (shaders/q8.glsl) too, T rows at this act offset; see wkv_writes_q8().
   uint32_t y_q8 = kNoQ8;
 };
-constexpr uint32_t kWkvLayer0 = 1, kWkvLora = 2;
+// kWkvYHalf: y_q8 names y's fp16 form (h16.comp's), which a long chunk's wkv writes instead of
+// y's floats (see wkv_writes_h16()).
+constexpr uint32_t kWkvLayer0 = 1, kWkvLora = 2, kWkvYHalf = 4;
 
 struct EmbedArgs {
   uint32_t D, row_bytes, x_off, norm_w, norm_b;
@@ -144,6 +146,9 @@ class Kernels {
   // Whether wkv() can write y's int8 form (WkvArgs::y_q8): the subgroup kernel, head sizes of
   // whole 16-element runs.
   bool wkv_writes_q8(uint32_t head_size) const;
+  // Whether wkv() of T tokens without kWkvLora can take kWkvYHalf: a long chunk, which
+  // wkv_out.comp finishes.
+  bool wkv_writes_h16(uint32_t head_size, uint32_t T) const;
 
   // Makes every earlier shader/transfer write visible to every later shader/transfer access.
   static void barrier(VkCommandBuffer cb);

@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
+#include "engine/quant/half.h"
 #include "tests/vk/q8_check.h"
 #include "tests/vk/vk_harness.h"
 
@@ -36,9 +38,10 @@ struct WkvResult {
 // Runs wkv over two heads of size N for `seqs` (their slots holding a random starting state;
 // with lora, wkv does the LoRA up products of ranks {32, 24, 16, 64} itself) in a fresh rig
 // (environment knobs as the caller set them) and checks y, v_first, the new states and y's int8
-// form against a CPU loop over the README's per-token math.
+// form against a CPU loop over the README's per-token math. With y_half (a long chunk: needs
+// Kernels::wkv_writes_h16) y comes out as its fp16 form alone, checked to fp16's rounding.
 WkvResult run_and_check(const Seqs& seqs, uint32_t N, uint32_t layer0, bool lora,
-                        bool want_q8 = true) {
+                        bool want_q8 = true, bool y_half = false) {
   const uint32_t H = 2, T = seqs.tokens(), B = static_cast<uint32_t>(seqs.slot.size());
   const uint32_t D = H * N, layer_floats = (N + 2) * D;
   const uint32_t n_slots = *std::max_element(seqs.slot.begin(), seqs.slot.end()) + 1;
@@ -66,8 +69,11 @@ WkvResult run_and_check(const Seqs& seqs, uint32_t N, uint32_t layer0, bool lora
   std::vector<float> act0 = random_floats(9 * T * D, 23);
   auto R = [&](uint32_t i) { return i * T * D; };
   // Then y's int8 form [T][q8_row_floats(D)] where the kernel writes one (wkv_sg.comp).
-  const bool q8 = want_q8 && rig.kernels->wkv_writes_q8(N);
-  const uint32_t yq_off = 9 * T * D, h_off = yq_off + T * engine::vk::q8_row_floats(D);
+  const bool q8 = want_q8 && !y_half && rig.kernels->wkv_writes_q8(N);
+  if (y_half && !rig.kernels->wkv_writes_h16(N, T)) return {};
+  // (or y's fp16 form, T rows of D / 2 words)
+  const uint32_t yq_off = 9 * T * D,
+                 h_off = yq_off + T * std::max(engine::vk::q8_row_floats(D), D / 2);
   // With lora: the down outputs [T][rank] of w, a, v, g after the int8 form, the up weights
   // [D][rank] bound as weights 0..3 (w2, a2, g2, v2); the reference reads the products from
   // wl, al, vl, g, which the kernel gets zeroed (it must not read them).
@@ -102,6 +108,10 @@ WkvResult run_and_check(const Seqs& seqs, uint32_t N, uint32_t layer0, bool lora
       4 * D, 5 * D, 6 * D, 7 * D, 0,    layer_floats, layer0 != 0 ? engine::vk::kWkvLayer0 : 0u,
       4 * T};
   if (q8) a.y_q8 = yq_off;
+  if (y_half) {
+    a.flags |= engine::vk::kWkvYHalf;
+    a.y_q8 = yq_off;
+  }
   if (lora) {
     a.flags |= engine::vk::kWkvLora;
     a.rank_w = rank[0];
@@ -161,7 +171,11 @@ WkvResult run_and_check(const Seqs& seqs, uint32_t N, uint32_t layer0, bool lora
           const uint32_t c = h * N + i, o = t * D + c;
           const double yn = (y[i] - mu) / std::sqrt(var + 64e-5) * P[6 * D + c] + P[7 * D + c];
           const double want = (yn + v[i] * bonus) * g[i];
-          EXPECT_NEAR(act[R(8) + o], want, 1e-4 * (1 + std::abs(want)))
+          // The fp16 form holds y / 256 (common.glsl's kInScale) to half an fp16 ulp.
+          const double got =
+              y_half ? engine::fp16_to_fp32(rig.ptr<uint16_t>(rig.act)[2 * yq_off + o]) * 256.0
+                     : act[R(8) + o];
+          EXPECT_NEAR(got, want, 1e-4 * (1 + std::abs(want)) + (y_half ? 5e-4 * std::abs(want) : 0))
               << "layer0 " << layer0 << " seq " << s << " head " << h << " t " << t << " i " << i;
           if (layer0 == 1) {
             EXPECT_EQ(act[R(7) + o], act0[R(2) + o]);  // v_first written
@@ -287,6 +301,14 @@ TEST(VkWkv, LongChunksPipelinedAndInRowSlices) {
       if (HasFailure()) break;
       expect_same(vf_y(got), vf_y(one), "v_first and y");
       expect_same(got.state, one.state, "states");
+      // y's fp16 form alone (kWkvYHalf, for the output product), where this device can.
+      const WkvResult half = run_and_check(seqs, N, layer0, false, false, true);
+      if (HasFailure()) break;
+      if (half.state.empty()) {
+        std::printf("[ y fp16   ] this device's wkv writes no fp16 form of y\n");
+      } else {
+        expect_same(half.state, one.state, "states, y in fp16");
+      }
     }
   }
   for (const char* v : {"RWKVD_VK_WKV_LONG_T", "RWKVD_VK_WKV_LONG_BLOCK", "RWKVD_VK_WKV_SLICES",
