@@ -124,7 +124,8 @@ class Kernels {
   // slot has an h16_off): the caller must have written it (to_half()).
   bool reads_h16(GgmlType type, std::span<const MmSlot> slots, uint32_t T) const;
   // Whether mm() can also write the fp16 form of its output (MmSlot::yh_off) for these products
-  // at T tokens, reading fp16 inputs: saves the consumer a to_half().
+  // at T tokens, reading fp16 inputs (mcd.comp, or mc.comp where K is not split): saves the
+  // consumer a to_half().
   bool writes_h16(GgmlType type, std::span<const MmSlot> slots, uint32_t T) const;
   // The fp16 form (shaders/h16.comp) of up to kHalfRegions activation regions at T tokens.
   struct HalfRegion {
@@ -214,8 +215,9 @@ class Kernels {
   uint32_t mcd_split(std::span<const MmSlot> slots) const;
   Pipelines::Key mcd_key(GgmlType type) const;
   // Workgroups that share each mc.comp tile, each over a part of K (1 to 8): products with
-  // few row tiles, where slots' scratch (MmSlot::part_off) holds the partial sums. Depends on
-  // the product's shape, not on T, so a token's sums run in the same order in any chunk.
+  // few row tiles (the more parts the longer their rows), where slots' scratch
+  // (MmSlot::part_off) holds the partial sums. Depends on the product's shape, not on T, so a
+  // token's sums run in the same order in any chunk.
   uint32_t mc_split(std::span<const MmSlot> slots) const;
   // mc.comp's tile height for a product of up to max_n rows, T tokens, n_slots weights, K in
   // split parts.
