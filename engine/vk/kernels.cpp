@@ -778,15 +778,14 @@ void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& args, 
   if ((args.flags & ~(kWkvLayer0 | kWkvLora | kWkvYHalf)) != 0) {
     throw EngineError("vk wkv: unknown flags");
   }
-  const bool y_half = (args.flags & kWkvYHalf) != 0;
-  if (y_half &&
-      ((args.flags & kWkvLora) != 0 || !wkv_writes_h16(head_size, T) || args.y_q8 == kNoQ8)) {
-    throw EngineError("vk wkv: this kernel cannot write the fp16 form of y");
-  }
   const uint32_t lora_ranks = args.rank_w + args.rank_a + args.rank_v + args.rank_g;
   const bool lora = (args.flags & kWkvLora) != 0;
   if (lora && !wkv_fuses_lora(head_size, lora_ranks)) {
     throw EngineError("vk wkv: the LoRA up products need the subgroup kernel");
+  }
+  const bool y_half = (args.flags & kWkvYHalf) != 0;
+  if (y_half && (lora || !wkv_writes_h16(head_size, T) || args.y_q8 == kNoQ8)) {
+    throw EngineError("vk wkv: this kernel cannot write the fp16 form of y");
   }
   if (args.y_q8 != kNoQ8 && !y_half && !wkv_writes_q8(head_size)) {
     throw EngineError("vk wkv: this kernel cannot write the int8 form of y");
@@ -834,7 +833,8 @@ bool Kernels::wkv_writes_q8(uint32_t head_size) const {
 }
 
 bool Kernels::wkv_writes_h16(uint32_t head_size, uint32_t T) const {
-  return wkv_sg(head_size) && T >= wkv_long_t_ && !wkv_long_key(head_size).first.empty() &&
+  // (wkv_long_key() is empty unless the device runs the subgroup kernels.)
+  return T >= wkv_long_t_ && !wkv_long_key(head_size).first.empty() &&
          dev_.features().subgroup_size % 2 == 0;
 }
 
