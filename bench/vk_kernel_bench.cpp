@@ -350,6 +350,7 @@ void product_args(benchmark::internal::Benchmark* b) {
   // inputs and on tensor cores (which of the two a few sequences' head should take).
   const auto q6 = static_cast<int64_t>(GgmlType::Q6_K);
   b->Args({q6, 2560, 65536, 1, 1, 0});
+  b->Args({static_cast<int64_t>(GgmlType::F16), 2560, 65536, 1, 1, 0});  // F16 files' head
   for (int64_t T : {1, 4, 8, 16}) b->Args({q6, 2560, 65536, T, 1, 1});
   for (int64_t T : {4, 8, 16}) b->Args({q6, 2560, 65536, T, 1, 2});
 }

@@ -29,6 +29,9 @@ constexpr uint32_t kWkvRowLanes = 4;  // wkv_core.glsl P: invocations per state 
 constexpr uint32_t kWkvSliceGrid = 128;
 // wkv_sg.comp LL: weight vec4 a lane of its LoRA up phase holds at most (registers).
 constexpr uint32_t kWkvLoraLoadsMax = 40;
+// mvf.comp's largest workgroup (common.glsl kMaxWg: its team sums hold kMaxWg / 4 subgroups),
+// and the rows from which a product has rows enough to spread over the GPU (mvf_key()).
+constexpr uint32_t kMvfMostWg = 256, kMvfManyRows = 1024;
 constexpr uint32_t kQ8Wg = 64;                      // q8.comp workgroup
 constexpr uint32_t kH16Wg = 64;                     // h16.comp workgroup
 constexpr uint32_t kMcStepK = 64;                   // mc.comp's K per step (BK)
@@ -184,6 +187,12 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
     mv_rows_ = std::clamp(env_u32("RWKVD_VK_MV_ROWS", 0), 0u, 4u);
     mvq_pieces_ = std::clamp(env_u32("RWKVD_VK_MVQ_PIECES", 2), 1u, 8u);
     mvq_ksplit_ = env_u32("RWKVD_VK_MVQ_KSPLIT", 0);
+    mvf_ = env_u32("RWKVD_VK_MVF", 1) != 0;
+    mvf_wg_ = env_u32("RWKVD_VK_MVF_WG", cpu ? wg_ : 0);
+    if (mvf_wg_ > 0) mvf_wg_ = std::max(sg, std::bit_floor(std::min(mvf_wg_, kMvfMostWg)));
+    mvf_words_ = std::clamp(env_u32("RWKVD_VK_MVF_WORDS", 4), 1u, 8u);
+    mvf_rows_ = std::clamp(env_u32("RWKVD_VK_MVF_ROWS", 1), 1u, 4u);
+    mvf_ks_ = env_u32("RWKVD_VK_MVF_KS", 0);
     // At most 4 tokens per workgroup ($RWKVD_VK_MV_TT_MAX: 1, 2, 4 or 8): 8 need so many
     // registers that fewer warps fit (H100, before the staging: 2.9B Q4_K_M gen-8 494 -> 536
     // tok/s at 4), and no more than the staged inputs' shared memory allows.
@@ -230,6 +239,11 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
         keys.push_back(mv_key(t, tt, mv_rows(tt, t, 0)));
         if (const uint32_t r = mv_rows(tt, t, kMvWideRowsWeights); r != mv_rows(tt, t, 0)) {
           keys.push_back(mv_key(t, tt, r));
+        }
+        if (tt == 1 && mvf_ && is_float_type(t)) {
+          for (const uint64_t w : {uint64_t{1}, kMvWideRowsWeights}) {
+            for (const uint32_t n : {1u, kMvfManyRows}) keys.push_back(mvf_key(t, n, w));
+          }
         }
         if (reads_q8(t, tt)) keys.push_back(mvq_key(t, tt));
         if (writes_q8(t, 32, 16, tt)) keys.push_back(mvq_key(t, tt, true));
@@ -291,6 +305,29 @@ std::string Kernels::subgroup_variant(const std::string& shader) const {
 
 Pipelines::Key Kernels::mv_key(GgmlType type, uint32_t tt, uint32_t rows) const {
   return {"mv_" + weight_type_suffix(type), {mv_wg(tt), tt, rows, mv_chunk(dev_)}};
+}
+
+bool Kernels::takes_mvf(GgmlType type, std::span<const MmSlot> slots, uint32_t T) const {
+  return mvf_ && T == 1 && is_float_type(type) &&
+         std::all_of(slots.begin(), slots.end(), [](const MmSlot& s) {
+           return s.row_bytes % 16 == 0 && s.x_off % 4 == 0 && s.yq_off == kNoQ8;
+         });
+}
+
+// A row's team and the workgroup: products of few rows (the LoRA down products' 576) take
+// workgroups of 64 and two subgroups a row; others 128 and two subgroups a row, four for large
+// products (their rows are long, or many wait their turn). H100, vk_kernel_bench, us, mv.comp
+// against mvf.comp with 1 / 2 / 4 subgroups a row: F16 2560 -> 10240 28.2 / 23.5 / 22.3 / 21.7,
+// 10240 -> 2560 25.3 / 32.7 / 25.0 / 24.9, 2560 -> 2560 9.9 / 8.6 / 8.4 / 9.2; F32 2560 -> 576 9.4
+// -> 5.7 (four) and beside the Q4_K r/k/v product of the same step 22.0 -> 15.6 (workgroups of
+// 64: 13.2).
+Pipelines::Key Kernels::mvf_key(GgmlType type, uint32_t max_n, uint64_t weights) const {
+  const bool few = max_n < kMvfManyRows;
+  const uint32_t wg =
+      mvf_wg_ > 0 ? mvf_wg_ : std::max(dev_.features().subgroup_size, few ? 64u : 128u);
+  uint32_t ks = mvf_ks_ > 0 ? mvf_ks_ : !few && weights >= kMvWideRowsWeights ? 4 : 2;
+  ks = std::bit_floor(std::clamp(ks, 1u, wg / dev_.features().subgroup_size));
+  return {"mvf_" + weight_type_suffix(type), {wg, mvf_words_, mvf_rows_, ks}};
 }
 
 // mvq.comp stages nothing, so its workgroup is the one-token size for any number of tokens;
@@ -507,6 +544,7 @@ std::vector<std::string> Kernels::choices(uint32_t head_size) const {
     out.push_back("subgroup_size=" + std::to_string(dev_.features().subgroup_size));
   }
   if (mv_max_t_ > 0) out.push_back("decode_matvec");
+  if (mv_max_t_ > 0 && mvf_) out.push_back("float_matvec");
   if (coopmat_) out.push_back("tensor_cores");
   if (coopmat_ && splits_inputs(GgmlType::F16)) out.push_back("tensor_cores_f16_split_inputs");
   if (mcd_on()) out.push_back("tensor_cores_decode");
@@ -677,6 +715,18 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
                    ceil_div(T, kMcdTokens));
     return;
   }
+  uint64_t weights = 0;  // the largest slot's
+  for (const MmSlot& sl : slots) weights = std::max<uint64_t>(weights, uint64_t{sl.K} * sl.N);
+  if (k32 && T <= mv_max_t_ && takes_mvf(type, slots, T)) {
+    const Pipelines::Key key = mvf_key(type, max_n, weights);
+    bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
+    const uint32_t rows =
+        key.second[0] / dev_.features().subgroup_size / key.second[3] * key.second[2];
+    const uint32_t gx = std::min(
+        {ceil_div(max_n, rows), dev_.props().limits.maxComputeWorkGroupCount[0], max_row_groups_});
+    vkCmdDispatch(cb, gx, 1, static_cast<uint32_t>(slots.size()));
+    return;
+  }
   if (k32 && T <= mv_max_t_) {
     const uint32_t tt = mv_tokens(T, mv_tt_max_);
     const bool q8 =
@@ -690,8 +740,6 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       for (const MmSlot& sl : slots) k_min = std::min(k_min, sl.K);
       pc.ksplit = mvq_ksplit(k_min);
     }
-    uint64_t weights = 0;  // the largest slot's
-    for (const MmSlot& sl : slots) weights = std::max<uint64_t>(weights, uint64_t{sl.K} * sl.N);
     const uint32_t mv_r = mv_rows(tt, type, weights);
     const Pipelines::Key key = q8 ? mvq_key(type, tt, qout) : mv_key(type, tt, mv_r);
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));

@@ -123,15 +123,20 @@ TEST_P(VkMatmul, MatchesDequantizedCpuProductEveryEpilogue) {
     VkRig rig;
     unsetenv("RWKVD_VK_NO_SUBGROUP");
     const uint64_t errors = Device::validation_errors();
-    // The default, mv.comp with 4 rows a subgroup (F16 takes them for large products at one
-    // token), then each forced variant of the tensor-core kernels.
+    // The default, the float kernels' variants at one token, then each forced variant of the
+    // tensor-core kernels.
     struct Tiles {
       const char* label;
       std::vector<std::pair<const char*, const char*>> env;
     };
     const std::vector<Tiles> tiles = {
         {"", {}},
-        {", mv 4 rows a subgroup", {{"RWKVD_VK_MV_ROWS", "4"}}},
+        // Float weights at one token take mvf.comp: mv.comp's way (4 rows a subgroup, as F16
+        // took for large products before), and mvf.comp with a subgroup a row (the test's rows
+        // are few enough to get several) and more words a lane.
+        {", mv 4 rows a subgroup", {{"RWKVD_VK_MV_ROWS", "4"}, {"RWKVD_VK_MVF", "0"}}},
+        {", mvf 2 rows a subgroup, 8 words",
+         {{"RWKVD_VK_MVF_KS", "1"}, {"RWKVD_VK_MVF_ROWS", "2"}, {"RWKVD_VK_MVF_WORDS", "8"}}},
         {", 64-token mc tiles", {{"RWKVD_VK_MC_SMALL_GRID", "0"}}},
         {", 128-row mc tiles", {{"RWKVD_VK_MC_ROWS", "128"}}},
         {", 128-row 64-token mc tiles",
@@ -153,9 +158,12 @@ TEST_P(VkMatmul, MatchesDequantizedCpuProductEveryEpilogue) {
         {", no mcd", {{"RWKVD_VK_MCD_MAX_T", "0"}}},
     };
     for (size_t ti = 0; ti < tiles.size(); ++ti) {
-      if (ti == 1 && GetParam() != engine::GgmlType::F16) continue;  // (time on lavapipe)
+      const bool float_type = GetParam() == engine::GgmlType::F16 ||
+                              GetParam() == engine::GgmlType::F32 ||
+                              GetParam() == engine::GgmlType::BF16;
+      if ((ti == 1 || ti == 2) && !float_type) continue;  // (time on lavapipe)
       if (ti > 0) {
-        if (ti > 1 && !rig.dev->features().coopmat) break;
+        if (ti > 2 && !rig.dev->features().coopmat) break;
         for (const auto& [k, v] : tiles[ti].env) setenv(k, v, 1);
         rig.kernels = std::make_unique<engine::vk::Kernels>(*rig.dev, *rig.pipes);
         for (const auto& [k, v] : tiles[ti].env) unsetenv(k);
