@@ -32,8 +32,6 @@ constexpr uint32_t kWkvLoraLoadsMax = 40;
 // mvf.comp's largest workgroup (common.glsl kMaxWg: its team sums hold kMaxWg / 4 subgroups),
 // and the rows from which a product has rows enough to spread over the GPU (mvf_key()).
 constexpr uint32_t kMvfMostWg = 256, kMvfManyRows = 1024;
-// mvq.comp's rows from which a lane loads one piece at a time (Kernels::mvq_pieces).
-constexpr uint32_t kMvqLongK = 8192;
 constexpr uint32_t kQ8Wg = 64;                      // q8.comp workgroup
 constexpr uint32_t kH16Wg = 64;                     // h16.comp workgroup
 constexpr uint32_t kMcStepK = 64;                   // mc.comp's K per step (BK)
@@ -187,12 +185,12 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
     mvq_wg_ = std::max(sg, env_u32("RWKVD_VK_MVQ_WG", mv_wg_one_));  // mvq.comp's, any T
     mv_wg_ = std::max(sg, env_u32("RWKVD_VK_MV_WG", cpu ? wg_ : 128u));
     mv_rows_ = std::clamp(env_u32("RWKVD_VK_MV_ROWS", 0), 0u, 4u);
-    mvq_pieces_ = std::min(env_u32("RWKVD_VK_MVQ_PIECES", 0), 8u);
+    mvq_pieces_ = std::clamp(env_u32("RWKVD_VK_MVQ_PIECES", 2), 1u, 8u);
     mvq_ksplit_ = env_u32("RWKVD_VK_MVQ_KSPLIT", 0);
     mvf_ = env_u32("RWKVD_VK_MVF", 1) != 0;
     mvf_wg_ = env_u32("RWKVD_VK_MVF_WG", cpu ? wg_ : 0);
     if (mvf_wg_ > 0) mvf_wg_ = std::max(sg, std::bit_floor(std::min(mvf_wg_, kMvfMostWg)));
-    mvf_words_ = std::min(env_u32("RWKVD_VK_MVF_WORDS", 0), 8u);
+    mvf_words_ = std::clamp(env_u32("RWKVD_VK_MVF_WORDS", 4), 1u, 8u);
     mvf_rows_ = std::clamp(env_u32("RWKVD_VK_MVF_ROWS", 1), 1u, 4u);
     mvf_ks_ = env_u32("RWKVD_VK_MVF_KS", 0);
     // At most 4 tokens per workgroup ($RWKVD_VK_MV_TT_MAX: 1, 2, 4 or 8): 8 need so many
@@ -247,11 +245,8 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
             for (const uint32_t n : {1u, kMvfManyRows}) keys.push_back(mvf_key(t, n, w));
           }
         }
-        if (reads_q8(t, tt)) {
-          keys.push_back(mvq_key(t, tt, false, 0));
-          keys.push_back(mvq_key(t, tt, false, kMvqLongK));
-        }
-        if (writes_q8(t, 32, 16, tt)) keys.push_back(mvq_key(t, tt, true, 0));
+        if (reads_q8(t, tt)) keys.push_back(mvq_key(t, tt));
+        if (writes_q8(t, 32, 16, tt)) keys.push_back(mvq_key(t, tt, true));
       }
     }
     keys.push_back({"embed_" + ts, {row_wg_}});
@@ -325,34 +320,21 @@ bool Kernels::takes_mvf(GgmlType type, std::span<const MmSlot> slots, uint32_t T
 // against mvf.comp with 1 / 2 / 4 subgroups a row: F16 2560 -> 10240 28.2 / 23.5 / 22.3 / 21.7,
 // 10240 -> 2560 25.3 / 32.7 / 25.0 / 24.9, 2560 -> 2560 9.9 / 8.6 / 8.4 / 9.2; F32 2560 -> 576 9.4
 // -> 5.7 (four) and beside the Q4_K r/k/v product of the same step 22.0 -> 15.6 (workgroups of
-// 64: 13.2). Large products take 2 words a lane in flight, the rest 4 (four subgroups a row: F16
-// 10240 -> 2560 24.8 -> 22.8 us, the others the same).
+// 64: 13.2).
 Pipelines::Key Kernels::mvf_key(GgmlType type, uint32_t max_n, uint64_t weights) const {
   const bool few = max_n < kMvfManyRows;
   const uint32_t wg =
       mvf_wg_ > 0 ? mvf_wg_ : std::max(dev_.features().subgroup_size, few ? 64u : 128u);
-  const bool large = !few && weights >= kMvWideRowsWeights;
-  uint32_t ks = mvf_ks_ > 0 ? mvf_ks_ : large ? 4 : 2;
+  uint32_t ks = mvf_ks_ > 0 ? mvf_ks_ : !few && weights >= kMvWideRowsWeights ? 4 : 2;
   ks = std::bit_floor(std::clamp(ks, 1u, wg / dev_.features().subgroup_size));
-  const uint32_t words = mvf_words_ > 0 ? mvf_words_ : large ? 2 : 4;
-  return {"mvf_" + weight_type_suffix(type), {wg, words, mvf_rows_, ks}};
+  return {"mvf_" + weight_type_suffix(type), {wg, mvf_words_, mvf_rows_, ks}};
 }
 
 // mvq.comp stages nothing, so its workgroup is the one-token size for any number of tokens;
 // the variant that writes its output's int8 form takes 16 rows a workgroup (whole runs).
-Pipelines::Key Kernels::mvq_key(GgmlType type, uint32_t tt, bool qout, uint32_t K) const {
+Pipelines::Key Kernels::mvq_key(GgmlType type, uint32_t tt, bool qout) const {
   return {"mvq_" + weight_type_suffix(type),
-          {qout ? mvq_qout_wg(tt) : mvq_wg_, tt, mvq_rows(tt), mvq_pieces(K), qout ? 1u : 0u}};
-}
-
-// Two pieces a lane at once, one for long rows: with K split over two subgroups, a row of 10240
-// still takes five steps a lane, and fewer loads a step let more warps in flight. H100,
-// vk_kernel_bench, one token, 2 / 1 pieces, us: Q4_K 10240 -> 2560 12.7 / 11.0, Q6_K 18.6 /
-// 16.6; but 2560 -> 10240 Q4_K 13.5 / 15.3, Q6_K 19.6 / 23.3 (four pieces 13.0 and 19.1: within
-// the noise of end-to-end runs in session 9). By K alone, so a token's sums run in the same
-// order at any T.
-uint32_t Kernels::mvq_pieces(uint32_t K) const {
-  return mvq_pieces_ > 0 ? mvq_pieces_ : K >= kMvqLongK ? 1 : 2;
+          {qout ? mvq_qout_wg(tt) : mvq_wg_, tt, mvq_rows(tt), mvq_pieces_, qout ? 1u : 0u}};
 }
 
 uint32_t Kernels::shift_quads(uint32_t D) const {
@@ -373,7 +355,7 @@ uint32_t Kernels::mvq_qout_wg(uint32_t tokens) const {
 // subgroups of a workgroup share it while each keeps at least a whole step.
 uint32_t Kernels::mvq_ksplit(uint32_t K) const {
   const uint32_t sg = dev_.features().subgroup_size, subgroups = mvq_wg_ / sg;
-  const uint32_t steps = K / 32 / (mvq_pieces(K) * sg);
+  const uint32_t steps = K / 32 / (mvq_pieces_ * sg);
   uint32_t ks = mvq_ksplit_ > 0 ? mvq_ksplit_ : steps;
   ks = std::bit_floor(std::clamp(ks, 1u, subgroups));
   // mvq.comp's s_ks holds subgroups x rows x tokens partial sums, at most 256.
@@ -753,11 +735,13 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     if (q8) {
       for (size_t i = 0; i < slots.size(); ++i) pc.x_off[i] = slots[i].q8_off;
     }
-    uint32_t k_min = UINT32_MAX;
-    for (const MmSlot& sl : slots) k_min = std::min(k_min, sl.K);
-    if (q8 && !qout) pc.ksplit = mvq_ksplit(k_min);
+    if (q8 && !qout) {
+      uint32_t k_min = UINT32_MAX;
+      for (const MmSlot& sl : slots) k_min = std::min(k_min, sl.K);
+      pc.ksplit = mvq_ksplit(k_min);
+    }
     const uint32_t mv_r = mv_rows(tt, type, weights);
-    const Pipelines::Key key = q8 ? mvq_key(type, tt, qout, k_min) : mv_key(type, tt, mv_r);
+    const Pipelines::Key key = q8 ? mvq_key(type, tt, qout) : mv_key(type, tt, mv_r);
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
     const uint32_t rows =
         key.second[0] / dev_.features().subgroup_size / pc.ksplit * (q8 ? mvq_rows(tt) : mv_r);

@@ -201,10 +201,7 @@ class Kernels {
   // max_n: the most rows of a slot; weights: the most weights of a slot.
   Pipelines::Key mvf_key(GgmlType type, uint32_t max_n, uint64_t weights) const;
   // mvq.comp's; qout: the variant that also writes its output's int8 form (workgroups of 16 rows).
-  // K: the shortest row of the product's slots (mvq_pieces()).
-  Pipelines::Key mvq_key(GgmlType type, uint32_t tokens, bool qout, uint32_t K) const;
-  // mvq.comp's pieces a lane loads at once for rows of K.
-  uint32_t mvq_pieces(uint32_t K) const;
+  Pipelines::Key mvq_key(GgmlType type, uint32_t tokens, bool qout = false) const;
   // shift.comp's quads a lane for rows of D, and its pipeline.
   uint32_t shift_quads(uint32_t D) const;
   Pipelines::Key shift_key(uint32_t D) const;
@@ -259,13 +256,13 @@ class Kernels {
   uint32_t mv_wg_one_ = 64, mv_wg_ = 128;  // workgroup size for one token / several (mv_wg())
   uint32_t mvq_wg_ = 64;                   // mvq.comp's ($RWKVD_VK_MVQ_WG; default mv_wg_one_)
   uint32_t mv_tt_max_ = 4;
-  // mvf.comp ($RWKVD_VK_MVF=0: mv.comp instead): workgroup, subgroups a team and 16-byte words a
-  // lane in flight (0: mvf_key() picks by the shape; $RWKVD_VK_MVF_WG, _KS, _WORDS), rows a team
-  // ($RWKVD_VK_MVF_ROWS).
+  // mvf.comp ($RWKVD_VK_MVF=0: mv.comp instead): workgroup and subgroups a team (0: mvf_key()
+  // picks by the shape; $RWKVD_VK_MVF_WG, _KS), 16-byte words a lane in flight and rows a team
+  // ($RWKVD_VK_MVF_WORDS, _ROWS).
   bool mvf_ = false;
-  uint32_t mvf_wg_ = 0, mvf_words_ = 0, mvf_rows_ = 1, mvf_ks_ = 0;
-  // mvq.comp's pieces in flight per lane ($RWKVD_VK_MVQ_PIECES; 0: mvq_pieces() by K).
-  uint32_t mvq_pieces_ = 0;
+  uint32_t mvf_wg_ = 0, mvf_words_ = 4, mvf_rows_ = 1, mvf_ks_ = 0;
+  // mvq.comp's pieces in flight per lane ($RWKVD_VK_MVQ_PIECES).
+  uint32_t mvq_pieces_ = 2;
   uint32_t mvq_ksplit_ = 0;  // $RWKVD_VK_MVQ_KSPLIT: 1 never splits; 0 mvq_ksplit()'s rule
   // The tiled product (mt.comp) for T > mv_max_t_ and T >= mt_min_t_ ($RWKVD_VK_MT_MIN_T).
   uint32_t mt_min_t_ = 9;

@@ -448,17 +448,14 @@ TEST_P(VkMatmulQ8, MatchesReferenceOfItsInt8Inputs) {
     GTEST_SKIP() << "the device has no integer dot products (or no subgroups)";
   }
   // Slot 0 also writes its output's int8 form (N % 16 == 0) where the product can: not where
-  // it splits K, which the second pass forces ($RWKVD_VK_MVQ_KSPLIT) on the same cases, with
-  // one piece a lane at once (long rows' choice, Kernels::mvq_pieces).
+  // it splits K, which the second pass forces ($RWKVD_VK_MVQ_KSPLIT) on the same cases.
   const uint32_t Ns[2] = {48, 7};
   bool split = false;
   for (const char* ks : {"", "2"}) {
     if (*ks != '\0') {
       setenv("RWKVD_VK_MVQ_KSPLIT", ks, 1);
-      setenv("RWKVD_VK_MVQ_PIECES", "1", 1);
       rig.kernels = std::make_unique<engine::vk::Kernels>(*rig.dev, *rig.pipes);
       unsetenv("RWKVD_VK_MVQ_KSPLIT");
-      unsetenv("RWKVD_VK_MVQ_PIECES");
     }
     for (const auto& [T, K] :
          {std::pair{1u, 512u}, {3u, 1280u}, {11u, 512u}, {16u, 256u}, {10u, 1024u}, {1u, 1024u}}) {
