@@ -341,7 +341,9 @@ void product_args(benchmark::internal::Benchmark* b) {
   }
   // The LoRA down products of a 2.9B layer at one token (F32, four weights of 96, 96, 64 and 320
   // rows in one dispatch in the forward; here as one of 576).
-  for (int64_t T : {1, 2, 4}) b->Args({static_cast<int64_t>(GgmlType::F32), 2560, 576, T, 1, 0});
+  for (int64_t T : {1, 2, 4, 6, 8, 16}) {
+    b->Args({static_cast<int64_t>(GgmlType::F32), 2560, 576, T, 1, 0});
+  }
   // And on tensor cores from their fp16 form (MmSlot::half_ok), as in prefill.
   for (int64_t T : {64, 256, 512, 854}) {
     b->Args({static_cast<int64_t>(GgmlType::F32), 2560, 576, T, 1, 2});
