@@ -16,7 +16,11 @@ layout(constant_id = 1) const uint U = 4;   // 16-byte words a lane per row in f
 layout(constant_id = 2) const uint R = 1;   // rows a team, <= 4
 layout(constant_id = 3) const uint KS = 1;  // subgroups a team (a row's K split over them)
 
-shared float team_sums[kMaxWg / 4u][4];  // [subgroup][row], for KS > 1
+// [subgroup][row], for KS > 1. Its size is a measured setting, not only storage: shared memory
+// bounds the workgroups an SM holds, which spreads a small grid (the LoRA down products' 576
+// workgroups) over more SMs. H100, 2.9B gen-1 tok/s with 1 KB (this) / sized to the workgroup
+// (16 bytes, none at KS = 1) / 4 KB: Q4_K_M 397 / 361 / -, F16 301 / 298 / 263 (session 17).
+shared float team_sums[kMaxWg / 4u][4];
 
 #include "product.glsl"
 
