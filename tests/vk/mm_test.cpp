@@ -167,6 +167,7 @@ TEST_P(VkMatmul, MatchesDequantizedCpuProductEveryEpilogue) {
         for (const auto& [k, v] : tiles[ti].env) setenv(k, v, 1);
         rig.kernels = std::make_unique<engine::vk::Kernels>(*rig.dev, *rig.pipes);
         for (const auto& [k, v] : tiles[ti].env) unsetenv(k);
+        rig.fresh_sets();  // a set per case: the variants' cases outnumber one pool's sets
       }
       for (const auto& [T, K] : {std::pair{1u, 512u},
                                  {3u, 512u},

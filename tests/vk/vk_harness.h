@@ -52,6 +52,12 @@ class VkRig {
     pipes = std::make_unique<engine::vk::Pipelines>(*dev);
     kernels = std::make_unique<engine::vk::Kernels>(*dev, *pipes);
     cmds = std::make_unique<engine::vk::Commands>(*dev);
+    fresh_sets();
+  }
+
+  // A new pool of descriptor sets (the old one's sets are gone): for tests that make more than
+  // one pool holds, a pool per round.
+  void fresh_sets() {
     sets = std::make_unique<engine::vk::DescriptorSets>(*dev, pipes->set_layout(), 128);
   }
 
