@@ -28,6 +28,8 @@ layout(set = 0, binding = 3) buffer State { float state[]; };
 layout(set = 0, binding = 4) readonly buffer Weights { uint w[]; } wb[4];
 // The same, 16 bytes at a time, for the plain float types (rows are 16-byte aligned).
 layout(set = 0, binding = 4) readonly buffer Weights4 { uvec4 w[]; } wb4[4];
+// And 8 bytes at a time: four fp16 weights (wkv_sg.comp's F16 LoRA up weights).
+layout(set = 0, binding = 4) readonly buffer Weights2 { uvec2 w[]; } wb2[4];
 
 // The workgroup size as an ordinary specialization constant (id 15), which vk/pipelines.cpp
 // always sets equal to local_size_x_id 0: lavapipe (Mesa 22.3) reads gl_WorkGroupSize inside

@@ -13,7 +13,7 @@ layout(push_constant) uniform PC {
   // kLayer0: layer 0 (no value residual; v_first written); kLora: phase L computes wl, al, vl
   // and g (then *_off above unused); bits 8..15 (GROUPS): sequences a workgroup takes; bits
   // 16..23: row slices (wkv_long.comp: each workgroup of a (head, sequence) its share of the
-  // state rows).
+  // state rows); bits 24..27 (with kLora): LoRA up weight 0..3 is F16 (else F32).
   uint flags;
   uint meta_seq;
   uint n_seq;  // sequences of the chunk
@@ -24,4 +24,4 @@ layout(push_constant) uniform PC {
   uint y_q8;
 }
 pc;
-const uint kLayer0 = 1u, kLora = 2u, kYHalf = 4u;  // pc.flags
+const uint kLayer0 = 1u, kLora = 2u, kYHalf = 4u, kLoraHalf = 1u << 24;  // pc.flags

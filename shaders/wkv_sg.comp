@@ -10,9 +10,9 @@
 // Only phase B is sequential, and it is ~NS/4 multiply-adds per token.
 // With pc.lora = 1 (decode: a few tokens) the kernel also does the LoRA up products itself
 // (phase L, before A): w, a, v and g of the head's channels from the LoRA down outputs and the
-// F32 up weights bound as weights 0..3 (w2, a2, g2, v2). That saves a dispatch and the barrier
-// after it per layer; for long chunks the separate product is faster, and the host does not set
-// lora. Phase L is the kernel's latency chain at decode (one workgroup per head reads ~150 KB of
+// up weights bound as weights 0..3 (w2, a2, g2, v2; F32 or F16). That saves a dispatch and the
+// barrier after it per layer; for long chunks the separate product is faster, and the host does
+// not set lora. Phase L is the kernel's latency chain at decode (one workgroup per head reads ~150 KB of
 // weights for 2.9B), so it runs on every invocation of the workgroup, PL per channel, with all
 // of a lane's weight loads issued before any is used.
 // GROUPS (decode of several sequences, one token each): a workgroup takes a group of up to TB
@@ -54,14 +54,24 @@ shared vec4 s_h4[LL > 0u ? HT * PL * LL : 1u];  // phase L: HT tokens' [hw | ha 
 #include "wkv_finish.glsl"
 #include "wkv_core.glsl"
 
+// Vec4 f of row ch of LoRA up weight b, whose rows hold n vec4: F32, or F16 where pc.flags says so
+// (kLoraHalf << b; F16 files keep w2 in F32 and a2, g2, v2 in F16, as the converters write them).
+vec4 lora_vec4(uint b, uint n, uint ch, uint f) {
+  if ((pc.flags & (kLoraHalf << b)) != 0u) {
+    const uvec2 q = wb2[b].w[ch * n + f];
+    return vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y));
+  }
+  return uintBitsToFloat(wb4[b].w[ch * n + f]);
+}
+
 // Weight vec4 f of channel ch in the concatenated rows [w2 | a2 | g2 | v2] (n* vec4 each).
 vec4 lora_weight(uint f, uint ch, uvec4 n) {
-  if (f < n.x) return uintBitsToFloat(wb4[0].w[ch * n.x + f]);
+  if (f < n.x) return lora_vec4(0u, n.x, ch, f);
   f -= n.x;
-  if (f < n.y) return uintBitsToFloat(wb4[1].w[ch * n.y + f]);
+  if (f < n.y) return lora_vec4(1u, n.y, ch, f);
   f -= n.y;
-  if (f < n.z) return uintBitsToFloat(wb4[2].w[ch * n.z + f]);
-  return uintBitsToFloat(wb4[3].w[ch * pc.rank_v / 4u + f - n.z]);
+  if (f < n.z) return lora_vec4(2u, n.z, ch, f);
+  return lora_vec4(3u, pc.rank_v / 4u, ch, f - n.z);
 }
 
 // Phase L for the block's nb tokens from t0: lane `part` of PL takes vec4 part, part + PL, .. of

@@ -108,13 +108,19 @@ class Forward {
     std::vector<MmGroup> first;   // r, k, v and the LoRA down halves: all read the lerps
     std::vector<MmGroup> second;  // LoRA up halves
     std::vector<MmGroup> out, fkey, fval;
+    // Where wkv does the LoRA up products (fuse_lora_): their weights w2, a2, g2, v2 bound as
+    // weights 0..3 (F32 and F16 mixed, as F16 files hold them), and which are F16
+    // (kWkvLoraHalf bits).
+    VkDescriptorSet lora_set = VK_NULL_HANDLE;
+    uint32_t lora_half = 0;
   };
   struct Recorded {
     std::vector<VkCommandBuffer> cbs;
     std::vector<uint32_t> profile;  // profiler recording of each command buffer
   };
   // The weight types of the model's products, and the LoRA ranks' sum where wkv will do the
-  // LoRA up products (every layer's are F32 and the device's wkv kernel holds them; else 0).
+  // LoRA up products (every layer's are F32 or F16 and the device's wkv kernel holds them; else
+  // 0).
   struct PipelineNeeds {
     std::vector<GgmlType> types;
     uint32_t lora_ranks = 0;
@@ -162,8 +168,7 @@ class Forward {
   VkDescriptorSet base_set_ = VK_NULL_HANDLE, embed_set_ = VK_NULL_HANDLE;
   std::vector<LayerPlan> layers_;
   // Decode forwards (T <= kFusedLoraMaxT, B <= kFusedLoraMaxB) let wkv do the LoRA up products:
-  // every layer's are one
-  // group of F32 weights with ranks of whole vec4s and the device runs wkv_sg.
+  // every layer's are F32 or F16 weights with ranks of whole vec4s and the device runs wkv_sg.
   bool fuse_lora_ = false;
   std::vector<MmGroup> head_;
   Commands cmds_;

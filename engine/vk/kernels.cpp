@@ -167,6 +167,7 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
                         dev.props().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? UINT32_MAX : 33);
   wkv_long_lanes_ = std::bit_floor(std::clamp(env_u32("RWKVD_VK_WKV_LONG_LANES", 16), 4u, 16u));
   wkv_long_block_ = std::clamp(env_u32("RWKVD_VK_WKV_LONG_BLOCK", 16), 4u, 32u) / 4 * 4;
+  wkv_fuse_lora_ = env_u32("RWKVD_VK_FUSE_LORA", 1) != 0;
   // $RWKVD_VK_ROW_SLICES=0|1 overrides the choice (tests run both on lavapipe).
   if (const char* v = std::getenv("RWKVD_VK_ROW_SLICES"); v != nullptr && *v != '\0') {
     row_slices_ = *v == '1';
@@ -629,8 +630,7 @@ uint32_t Kernels::wkv_slices(uint32_t n_head, uint32_t head_size, uint32_t n_seq
 }
 
 bool Kernels::wkv_fuses_lora(uint32_t head_size, uint32_t lora_ranks) const {
-  static const bool off = env_u32("RWKVD_VK_FUSE_LORA", 1) == 0;
-  return wkv_sg(head_size) && !off && lora_ranks % 4 == 0 &&
+  return wkv_sg(head_size) && wkv_fuse_lora_ && lora_ranks % 4 == 0 &&
          wkv_lora(head_size, lora_ranks).lanes != 0;
 }
 
@@ -823,11 +823,13 @@ void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& args, 
   if (head_size > 256 || (head_size & (head_size - 1)) != 0) {
     throw EngineError("vk wkv: head size must be a power of two <= 256");
   }
-  if ((args.flags & ~(kWkvLayer0 | kWkvLora | kWkvYHalf)) != 0) {
+  const uint32_t lora_half = args.flags & (0xfu * kWkvLoraHalf);
+  const bool lora = (args.flags & kWkvLora) != 0;
+  if ((args.flags & ~(kWkvLayer0 | kWkvLora | kWkvYHalf | lora_half)) != 0 ||
+      (lora_half != 0 && !lora)) {
     throw EngineError("vk wkv: unknown flags");
   }
   const uint32_t lora_ranks = args.rank_w + args.rank_a + args.rank_v + args.rank_g;
-  const bool lora = (args.flags & kWkvLora) != 0;
   if (lora && !wkv_fuses_lora(head_size, lora_ranks)) {
     throw EngineError("vk wkv: the LoRA up products need the subgroup kernel");
   }

@@ -71,8 +71,9 @@ struct WkvArgs {
   uint32_t w0, a0, v0, k_k, k_a, r_k, lnx_w, lnx_b;
   uint32_t state_base, slot_floats;
   // kWkvLayer0: layer 0 (no value residual); kWkvLora: wkv_sg.comp does the LoRA up products
-  // (F32 w2, a2, g2, v2 bound as weights 0..3) from the down outputs at hw_off.. itself, see
-  // Kernels::wkv_fuses_lora. Kernels::wkv() sets the rest (its sequence groups).
+  // (w2, a2, g2, v2 bound as weights 0..3, F32 or F16: kWkvLoraHalf) from the down outputs at
+  // hw_off.. itself, see Kernels::wkv_fuses_lora. Kernels::wkv() sets the rest (its sequence
+  // groups).
   uint32_t flags, meta_seq;
   uint32_t n_seq = 0;  // Kernels::wkv() sets it
   uint32_t hw_off = 0, ha_off = 0, hv_off = 0, hg_off = 0;
@@ -82,7 +83,8 @@ struct WkvArgs {
 };
 // kWkvYHalf: y_q8 names y's fp16 form (h16.comp's), which a long chunk's wkv writes instead of
 // y's floats (see wkv_writes_h16()).
-constexpr uint32_t kWkvLayer0 = 1, kWkvLora = 2, kWkvYHalf = 4;
+// kWkvLoraHalf << i (with kWkvLora): LoRA up weight i (w2, a2, g2, v2) is F16, not F32.
+constexpr uint32_t kWkvLayer0 = 1, kWkvLora = 2, kWkvYHalf = 4, kWkvLoraHalf = 1u << 24;
 
 struct EmbedArgs {
   uint32_t D, row_bytes, x_off, norm_w, norm_b;
@@ -242,6 +244,7 @@ class Kernels {
   // $RWKVD_VK_WKV_SLICES: workgroups a (head, sequence) of a long chunk splits its state rows
   // over (1: none; 0: wkv_slices() by the grid).
   uint32_t wkv_slices_ = 0;
+  bool wkv_fuse_lora_ = true;  // $RWKVD_VK_FUSE_LORA=0: never wkv_fuses_lora() (comparisons)
   bool wkv_pipelined_ = true;  // $RWKVD_VK_WKV_PIPELINED=0: long chunks on wkv_sg.comp instead
   // $RWKVD_VK_WKV_DIAG (a or b): wkv_long.comp's diagnostic build without phase A or B in its loop.
   std::string wkv_diag_;

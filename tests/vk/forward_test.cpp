@@ -4,12 +4,18 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "engine/backend.h"
 #include "tests/support/compare.h"
 #include "tests/support/fixture_bounds.h"
 #include "tests/support/fixtures.h"
 #include "tests/vk/backend_harness.h"
+#include "tools/synth/config.h"
+#include "tools/synth/synth.h"
 
 namespace rwkvd::engine {
 namespace {
@@ -159,6 +165,49 @@ TEST_F(VkForward, ManySequencesEqualSequencesAlone) {
     const auto d = compare_rows(together[i].data, alone, b->hparams().n_vocab);
     EXPECT_LT(d.max_abs, kLoraPathTol) << "sequence " << i << ": " << d.str();
   }
+}
+
+// F16 files hold the LoRA up weights a2, g2 and v2 in F16 and w2 in F32, as the converters write
+// them (the fixtures' F16 files keep every LoRA weight in F32, so a synthesized one stands in):
+// where wkv does the LoRA up products itself (a decode step of 2 to kFusedLoraMaxB sequences) it
+// reads both kinds, and must give what the products give ($RWKVD_VK_FUSE_LORA=0). fp16 weights
+// widen exactly, so only the order of float sums differs: the LoRA path's bound.
+TEST_F(VkForward, F16LoraUpInsideWkvEqualsProducts) {
+  tools::synth::SynthConfig cfg;
+  cfg.layers = 2;
+  cfg.embd = 128;
+  cfg.vocab = 300;
+  cfg.type = tools::synth::FileType::kF16;
+  cfg.seed = 5;
+  const std::filesystem::path model =
+      std::filesystem::path(::testing::TempDir()) / "rwkvd-f16-lora-up.gguf";
+  tools::synth::synthesize(cfg, model.string());
+  constexpr uint32_t kSeqs = 3;
+  std::vector<std::vector<float>> logits[2];
+  for (const bool inside : {false, true}) {
+    auto b = inside ? gpu_with({}, model, 32, kSeqs)
+                    : gpu_with({{"RWKVD_VK_FUSE_LORA", "0"}}, model, 32, kSeqs);
+    const std::vector<std::string> f = b->device_features();
+    const bool fuses = std::find(f.begin(), f.end(), "lora_in_wkv") != f.end();
+    if (inside && !fuses) GTEST_SKIP() << "this device's wkv does not do the LoRA up products";
+    ASSERT_EQ(fuses, inside);
+    std::vector<std::vector<int32_t>> next;
+    for (uint32_t i = 0; i < kSeqs; ++i) {  // each prompt alone, then one step of all three
+      const std::vector<int32_t> prompt = long_prompt(6 + 5 * i, cfg.vocab);
+      run_one(*b, std::span(prompt).first(prompt.size() - 1), engine::OutputMode::kLastLogits, i);
+      next.push_back({prompt.back()});
+    }
+    std::vector<engine::SequenceInput> batch;
+    for (uint32_t i = 0; i < kSeqs; ++i) {
+      batch.push_back({i, next[i], engine::OutputMode::kLastLogits});
+    }
+    for (const auto& t : b->run(batch)) logits[inside].push_back(t.data);
+  }
+  for (uint32_t i = 0; i < kSeqs; ++i) {
+    const auto d = compare_rows(logits[1][i], logits[0][i], cfg.vocab);
+    EXPECT_LT(d.max_abs, kLoraPathTol) << "sequence " << i << ": " << d.str();
+  }
+  std::filesystem::remove(model);
 }
 
 TEST_F(VkForward, StateRoundTripContinuesExactly) {

@@ -1,8 +1,9 @@
 // The WKV-7 kernels (shaders/wkv_sg.comp and the portable wkv.comp) against a CPU loop over the
 // README's per-token math: two heads, two sequences of different lengths in swapped slots, a random
 // starting state in the docs/STATE_LAYOUT.md layout, with and without the value residual (layer 0
-// or not), and with wkv_sg doing the LoRA up products itself (kWkvLora) at two lane counts; and
-// decode of several one-token sequences in groups per workgroup against a workgroup each.
+// or not), and with wkv_sg doing the LoRA up products itself (kWkvLora; F32 and F16 weights) at
+// two lane counts; and decode of several one-token sequences in groups per workgroup against a
+// workgroup each.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -40,8 +41,10 @@ struct WkvResult {
 // (environment knobs as the caller set them) and checks y, v_first, the new states and y's int8
 // form against a CPU loop over the README's per-token math. With y_half (a long chunk: needs
 // Kernels::wkv_writes_h16) y comes out as its fp16 form alone, checked to fp16's rounding.
+// half_up: bit b, LoRA up weight b (w2, a2, g2, v2) is F16 (kWkvLoraHalf), as F16 files hold
+// a2, g2 and v2.
 WkvResult run_and_check(const Seqs& seqs, uint32_t N, uint32_t layer0, bool lora,
-                        bool want_q8 = true, bool y_half = false) {
+                        bool want_q8 = true, bool y_half = false, uint32_t half_up = 0) {
   const uint32_t H = 2, T = seqs.tokens(), B = static_cast<uint32_t>(seqs.slot.size());
   const uint32_t D = H * N, layer_floats = (N + 2) * D;
   const uint32_t n_slots = *std::max_element(seqs.slot.begin(), seqs.slot.end()) + 1;
@@ -83,9 +86,19 @@ WkvResult run_and_check(const Seqs& seqs, uint32_t N, uint32_t layer0, bool lora
     const uint32_t region[4] = {3, 4, 5, 6}, binding[4] = {0, 1, 3, 2};
     uint32_t hb = 0;
     for (uint32_t m = 0; m < 4; ++m) {
-      const std::vector<float> up = random_floats(D * rank[m], 25 + m, -0.3f, 0.3f);
-      rig.make(rig.weights[binding[m]], up.size());
-      std::memcpy(rig.weights[binding[m]].mapped(), up.data(), up.size() * 4);
+      std::vector<float> up = random_floats(D * rank[m], 25 + m, -0.3f, 0.3f);
+      if ((half_up >> binding[m]) & 1u) {  // the weights as fp16, the reference their values
+        std::vector<uint16_t> h(up.size());
+        for (size_t i = 0; i < up.size(); ++i) {
+          h[i] = engine::fp32_to_fp16(up[i]);
+          up[i] = engine::fp16_to_fp32(h[i]);
+        }
+        rig.make(rig.weights[binding[m]], (h.size() + 1) / 2);
+        std::memcpy(rig.weights[binding[m]].mapped(), h.data(), h.size() * 2);
+      } else {
+        rig.make(rig.weights[binding[m]], up.size());
+        std::memcpy(rig.weights[binding[m]].mapped(), up.data(), up.size() * 4);
+      }
       for (uint32_t t = 0; t < T; ++t) {
         for (uint32_t c = 0; c < D; ++c) {
           double sum = 0;
@@ -113,7 +126,7 @@ WkvResult run_and_check(const Seqs& seqs, uint32_t N, uint32_t layer0, bool lora
     a.y_q8 = yq_off;
   }
   if (lora) {
-    a.flags |= engine::vk::kWkvLora;
+    a.flags |= engine::vk::kWkvLora | half_up * engine::vk::kWkvLoraHalf;
     a.rank_w = rank[0];
     a.rank_a = rank[1];
     a.rank_v = rank[2];
@@ -207,19 +220,25 @@ TEST(VkWkv, MatchesCpuRecurrence) {
   // 20 tokens span three of wkv_sg's 8-token blocks (two of the long variant's 12), the last one
   // partial; head sizes 64 and 32; two sequences of different lengths in swapped slots.
   const Seqs seqs{{1, 0}, {0, 3}, {3, 20}};
-  for (const uint32_t run : {0u, 1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u}) {
+  for (const uint32_t run : {0u, 1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u, 9u, 10u}) {
     const uint32_t layer0 = run & 1u;
-    const bool portable = run == 2 || run == 3, lora = run == 5 || run == 6, longv = run >= 7;
+    const bool portable = run == 2 || run == 3, lora = run == 5 || run == 6 || run >= 9;
+    const bool longv = run == 7 || run == 8;
+    // Runs 9 and 10: F16 LoRA up weights, all four (layer 0, 4 lanes a channel), and mixed as F16
+    // files hold them (a2, g2, v2 F16, w2 F32).
+    const uint32_t half_up = run == 9 ? 0b1111u : run == 10 ? 0b1110u : 0u;
     const uint32_t N = run == 4 || run == 8 ? 32 : 64;
     SCOPED_TRACE(std::string(portable ? "wkv.comp" : "wkv_sg.comp (where supported)") + " layer0 " +
                  std::to_string(layer0) + " head size " + std::to_string(N) +
-                 (lora ? " LoRA up inside" : "") + (longv ? " long-chunk variant" : ""));
+                 (lora ? " LoRA up inside" : "") + (half_up != 0 ? " (F16 weights)" : "") +
+                 (longv ? " long-chunk variant" : ""));
     if (portable) setenv("RWKVD_VK_WKV_PORTABLE", "1", 1);
-    if (run == 6) setenv("RWKVD_VK_WKV_LANES", "4", 1);  // run 5: the default (8 where it fits)
+    // Run 5: the default (8 where it fits).
+    if (run == 6 || run == 9) setenv("RWKVD_VK_WKV_LANES", "4", 1);
     // The long-chunk variant at these 23 tokens: 16 invocations a channel, 12-token blocks.
     if (longv) setenv("RWKVD_VK_WKV_LONG_T", "1", 1);
     if (longv) setenv("RWKVD_VK_WKV_LONG_BLOCK", "12", 1);
-    run_and_check(seqs, N, layer0, lora);
+    run_and_check(seqs, N, layer0, lora, true, false, half_up);
     for (const char* v : {"RWKVD_VK_WKV_PORTABLE", "RWKVD_VK_WKV_LANES", "RWKVD_VK_WKV_LONG_T",
                           "RWKVD_VK_WKV_LONG_BLOCK"}) {
       unsetenv(v);
