@@ -197,10 +197,9 @@ class Kernels {
   uint32_t mv_wg(uint32_t tokens) const;
   // mv.comp's pipeline for a type, tokens a workgroup and rows a subgroup.
   Pipelines::Key mv_key(GgmlType type, uint32_t tokens, uint32_t rows) const;
-  // mvf.comp (float weights at one token) for these products, if it takes them; its pipeline
-  // and the rows a workgroup covers.
+  // Whether mvf.comp (float weights at one token) takes these products, and its pipeline for
+  // products of at most max_n rows and `weights` weights a slot.
   bool takes_mvf(GgmlType type, std::span<const MmSlot> slots, uint32_t T) const;
-  // max_n: the most rows of a slot; weights: the most weights of a slot.
   Pipelines::Key mvf_key(GgmlType type, uint32_t max_n, uint64_t weights) const;
   // mvq.comp's; qout: the variant that also writes its output's int8 form (workgroups of 16 rows).
   Pipelines::Key mvq_key(GgmlType type, uint32_t tokens, bool qout = false) const;
