@@ -14,8 +14,8 @@ namespace {
 constexpr uint32_t kTokenTile = 8;                    // mm.comp TT: tokens per workgroup
 constexpr uint32_t kTileRows = 64, kTileTokens = 64;  // mt.comp and mc.comp BM, BN
 constexpr uint32_t kCoopmatK = 64;                    // mc.comp BK: K must be a multiple
-// mv.comp products of at least this many weights take 4 rows a subgroup at one token (F16).
-constexpr uint64_t kMvWideRowsWeights = uint64_t{16} << 20;
+// mvf.comp products of at least this many weights take 4 subgroups a row (mvf_key()).
+constexpr uint64_t kMvfLargeWeights = uint64_t{16} << 20;
 constexpr uint32_t kWkvBlock = 8;  // wkv_sg.comp TB: tokens per block (a multiple of 4)
 // Row slices of wkv_long.comp: at most 8 (8 rows, 32 invocations of phase B, for head size 64),
 // and at least 4 rows each; by default at most 2 (H100, Q4_K_M, doc state ms at 1 / 2 / 4 / 8
@@ -237,12 +237,9 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
     if (mv_max_t_ > 0) {
       // The token tiles mv_tokens() can pick, no more: each pipeline costs start-up time.
       for (uint32_t tt = 1; tt <= mv_tokens(mv_max_t_, mv_tt_max_); tt *= 2) {
-        keys.push_back(mv_key(t, tt, mv_rows(tt, t, 0)));
-        if (const uint32_t r = mv_rows(tt, t, kMvWideRowsWeights); r != mv_rows(tt, t, 0)) {
-          keys.push_back(mv_key(t, tt, r));
-        }
+        keys.push_back(mv_key(t, tt, mv_rows()));
         if (tt == 1 && mvf_ && is_float_type(t)) {
-          for (const uint64_t w : {uint64_t{1}, kMvWideRowsWeights}) {
+          for (const uint64_t w : {uint64_t{1}, kMvfLargeWeights}) {
             for (const uint32_t n : {1u, kMvfManyRows}) keys.push_back(mvf_key(t, n, w));
           }
         }
@@ -280,11 +277,10 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
 // Rows per subgroup: 2, so each lane has twice the loads in flight and each decoded x meets two
 // rows. H100, vk_kernel_bench: Q4_K 2560 -> 10240 at one token 19.4 -> 16.5 us (rows 4: 21.2);
 // 2.9B Q4_K_M gen-8 +13%, gen-32 +29% over one row.
-// F16 at one token: 4 rows where the product is large (H100, vk_kernel_bench, us at rows 2 / 4:
-// 2560 -> 10240 31.1 / 28.3, 10240 -> 2560 26.5 / 25.2, but 2560 -> 2560 9.8 / 10.6).
-uint32_t Kernels::mv_rows(uint32_t tokens, GgmlType type, uint64_t weights) const {
-  if (mv_rows_ > 0) return mv_rows_;
-  return tokens == 1 && type == GgmlType::F16 && weights >= kMvWideRowsWeights ? 4 : 2;
+// (F16 at one token took 4 rows for large products, 2560 -> 10240 31.1 -> 28.3 us, until
+// mvf.comp took float weights at one token: 21.7.)
+uint32_t Kernels::mv_rows() const {
+  return mv_rows_ > 0 ? mv_rows_ : 2;
 }
 
 // mvq.comp's rows per subgroup: one at one token (H100 vk_kernel_bench, int8 inputs, one row
@@ -326,7 +322,7 @@ Pipelines::Key Kernels::mvf_key(GgmlType type, uint32_t max_n, uint64_t weights)
   const bool few = max_n < kMvfManyRows;
   const uint32_t wg =
       mvf_wg_ > 0 ? mvf_wg_ : std::max(dev_.features().subgroup_size, few ? 64u : 128u);
-  uint32_t ks = mvf_ks_ > 0 ? mvf_ks_ : !few && weights >= kMvWideRowsWeights ? 4 : 2;
+  uint32_t ks = mvf_ks_ > 0 ? mvf_ks_ : !few && weights >= kMvfLargeWeights ? 4 : 2;
   ks = std::bit_floor(std::clamp(ks, 1u, wg / dev_.features().subgroup_size));
   return {"mvf_" + weight_type_suffix(type), {wg, mvf_words_, mvf_rows_, ks}};
 }
@@ -715,9 +711,9 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
                    ceil_div(T, kMcdTokens));
     return;
   }
-  uint64_t weights = 0;  // the largest slot's
-  for (const MmSlot& sl : slots) weights = std::max<uint64_t>(weights, uint64_t{sl.K} * sl.N);
   if (k32 && T <= mv_max_t_ && takes_mvf(type, slots, T)) {
+    uint64_t weights = 0;  // the largest slot's
+    for (const MmSlot& sl : slots) weights = std::max<uint64_t>(weights, uint64_t{sl.K} * sl.N);
     const Pipelines::Key key = mvf_key(type, max_n, weights);
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
     const uint32_t rows =
@@ -740,7 +736,7 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       for (const MmSlot& sl : slots) k_min = std::min(k_min, sl.K);
       pc.ksplit = mvq_ksplit(k_min);
     }
-    const uint32_t mv_r = mv_rows(tt, type, weights);
+    const uint32_t mv_r = mv_rows();
     const Pipelines::Key key = q8 ? mvq_key(type, tt, qout) : mv_key(type, tt, mv_r);
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
     const uint32_t rows =

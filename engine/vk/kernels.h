@@ -191,8 +191,7 @@ class Kernels {
   Pipelines::Key wkv_long_key(uint32_t head_size) const;
   // Row slices for a long chunk's wkv of n_head x n_seq (head, sequence) workgroups.
   uint32_t wkv_slices(uint32_t n_head, uint32_t head_size, uint32_t n_seq) const;
-  // mv.comp's rows a subgroup for a product of `weights` (K x N of its largest slot).
-  uint32_t mv_rows(uint32_t tokens, GgmlType type, uint64_t weights) const;
+  uint32_t mv_rows() const;                  // mv.comp's rows a subgroup
   uint32_t mvq_rows(uint32_t tokens) const;  // mvq.comp's rows per subgroup
   uint32_t mv_wg(uint32_t tokens) const;
   // mv.comp's pipeline for a type, tokens a workgroup and rows a subgroup.
