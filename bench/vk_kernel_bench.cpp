@@ -170,6 +170,46 @@ VkDescriptorSet row_kernel_set(DescriptorSets& pool, Buffer& meta, Buffer& act, 
   return pool.make(b);
 }
 
+// A device-wide wait inside one dispatch (shaders/grid_sync.comp: workgroups count their
+// arrivals on an atomic and spin) against a dispatch boundary with a barrier (BM_EmptyDispatch):
+// what a persistent decode kernel would pay for each of a layer's ~8 dependent steps. The wait's
+// price: (us at P phases - us at 1) / (P - 1). GPUs only: every workgroup must be resident.
+void BM_GridBarrier(benchmark::State& state) {
+  Gpu& g = gpu();
+  if (g.dev.props().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+    state.SkipWithError("a CPU device does not hold every workgroup at once");
+    return;
+  }
+  const auto wgs = static_cast<uint32_t>(state.range(0));
+  const auto phases = static_cast<uint32_t>(state.range(1));
+  Buffer sync(g.dev, (1 + uint64_t{wgs} * 64) * 4, MemKind::kDevice);
+  Buffer small(g.dev, 4096, MemKind::kDevice);
+  DescriptorSets pool(g.dev, g.pipes.set_layout(), 1);
+  const VkDescriptorSet set = row_kernel_set(pool, small, sync, small, small);
+  const VkPipeline pipe = g.pipes.get("grid_sync", {});
+  double per = 0;
+  for (auto _ : state) {
+    g.cmds.run_now([&](VkCommandBuffer cb) { vkCmdFillBuffer(cb, sync.handle(), 0, 4, 0); });
+    per = g.time(
+        [&](VkCommandBuffer cb, uint32_t i) {
+          const uint32_t pc[2] = {phases, i * phases * wgs};
+          vkCmdBindPipeline(cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
+          vkCmdBindDescriptorSets(cb, VK_PIPELINE_BIND_POINT_COMPUTE, g.pipes.layout(), 0, 1, &set,
+                                  0, nullptr);
+          vkCmdPushConstants(cb, g.pipes.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(pc), pc);
+          vkCmdDispatch(cb, wgs, 1, 1);
+        },
+        true);
+    state.SetIterationTime(per);
+  }
+  state.counters["us"] = per * 1e6;
+}
+BENCHMARK(BM_GridBarrier)
+    ->ArgNames({"workgroups", "phases"})
+    ->ArgsProduct({{66, 132, 264}, {1, 2, 9}})
+    ->UseManualTime()
+    ->Iterations(10);
+
 // The time-mix shift (shift.comp) of T tokens at the 2.9B width (D 2560): LayerNorm, token shift
 // from the state (every token at its sequence's first position, as in decode), six lerps, the
 // int8 forms of three of them (r, k, v), the commit of a saved row. At one token the kernel is a
