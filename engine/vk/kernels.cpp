@@ -238,13 +238,13 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
       // The token tiles mv_tokens() can pick, no more: each pipeline costs start-up time.
       for (uint32_t tt = 1; tt <= mv_tokens(mv_max_t_, mv_tt_max_); tt *= 2) {
         keys.push_back(mv_key(t, tt, mv_rows()));
-        if (tt == 1 && mvf_ && is_float_type(t)) {
-          for (const uint64_t w : {uint64_t{1}, kMvfLargeWeights}) {
-            for (const uint32_t n : {1u, kMvfManyRows}) keys.push_back(mvf_key(t, n, w));
-          }
-        }
         if (reads_q8(t, tt)) keys.push_back(mvq_key(t, tt));
         if (writes_q8(t, 32, 16, tt)) keys.push_back(mvq_key(t, tt, true));
+      }
+    }
+    if (mv_max_t_ > 0 && mvf_ && is_float_type(t)) {  // the shapes mvf_key() tells apart
+      for (const uint64_t w : {uint64_t{1}, kMvfLargeWeights}) {
+        for (const uint32_t n : {1u, kMvfManyRows}) keys.push_back(mvf_key(t, n, w));
       }
     }
     keys.push_back({"embed_" + ts, {row_wg_}});
@@ -290,6 +290,11 @@ uint32_t Kernels::mv_rows() const {
 // against 40 with one row).
 uint32_t Kernels::mvq_rows(uint32_t tokens) const {
   return mv_rows_ > 0 ? mv_rows_ : tokens == 1 ? 1 : 2;
+}
+
+uint32_t Kernels::row_groups(uint32_t max_n, uint32_t rows) const {
+  return std::min(
+      {ceil_div(max_n, rows), dev_.props().limits.maxComputeWorkGroupCount[0], max_row_groups_});
 }
 
 uint32_t Kernels::mv_wg(uint32_t tokens) const {
@@ -718,9 +723,7 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
     const uint32_t rows =
         key.second[0] / dev_.features().subgroup_size / key.second[3] * key.second[2];
-    const uint32_t gx = std::min(
-        {ceil_div(max_n, rows), dev_.props().limits.maxComputeWorkGroupCount[0], max_row_groups_});
-    vkCmdDispatch(cb, gx, 1, static_cast<uint32_t>(slots.size()));
+    vkCmdDispatch(cb, row_groups(max_n, rows), 1, static_cast<uint32_t>(slots.size()));
     return;
   }
   if (k32 && T <= mv_max_t_) {
@@ -741,9 +744,8 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
     const uint32_t rows =
         key.second[0] / dev_.features().subgroup_size / pc.ksplit * (q8 ? mvq_rows(tt) : mv_r);
-    const uint32_t gx = std::min(
-        {ceil_div(max_n, rows), dev_.props().limits.maxComputeWorkGroupCount[0], max_row_groups_});
-    vkCmdDispatch(cb, gx, ceil_div(T, tt), static_cast<uint32_t>(slots.size()));
+    vkCmdDispatch(cb, row_groups(max_n, rows), ceil_div(T, tt),
+                  static_cast<uint32_t>(slots.size()));
     return;
   }
   if (k32 && T >= mt_min_t_) {  // (mv took every T <= mv_max_t_ above)
@@ -785,9 +787,8 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
   // Rows per workgroup: one per subgroup, or one (workgroup reduction).
   const uint32_t rows =
       dev_.features().subgroup_arith ? std::max(1u, wg_ / dev_.features().subgroup_size) : 1u;
-  const uint32_t gx = std::min({(max_n + rows - 1) / rows,
-                                dev_.props().limits.maxComputeWorkGroupCount[0], max_row_groups_});
-  vkCmdDispatch(cb, gx, ceil_div(T, kTokenTile), static_cast<uint32_t>(slots.size()));
+  vkCmdDispatch(cb, row_groups(max_n, rows), ceil_div(T, kTokenTile),
+                static_cast<uint32_t>(slots.size()));
 }
 
 void Kernels::embed(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type, const EmbedArgs& a,

@@ -194,6 +194,9 @@ class Kernels {
   uint32_t mv_rows() const;                  // mv.comp's rows a subgroup
   uint32_t mvq_rows(uint32_t tokens) const;  // mvq.comp's rows per subgroup
   uint32_t mv_wg(uint32_t tokens) const;
+  // Workgroups along a product's rows, `rows` a workgroup: enough for max_n, within the device's
+  // grid and max_row_groups_ (the row kernels' workgroups loop over the rest).
+  uint32_t row_groups(uint32_t max_n, uint32_t rows) const;
   // mv.comp's pipeline for a type, tokens a workgroup and rows a subgroup.
   Pipelines::Key mv_key(GgmlType type, uint32_t tokens, uint32_t rows) const;
   // Whether mvf.comp (float weights at one token) takes these products, and its pipeline for
