@@ -19,7 +19,17 @@ enum class OutputMode : uint8_t {
   kAllLogits,      // [n_tokens, n_vocab]
   kLastEmbedding,  // [1, n_embd], final norm applied, head skipped
   kAllEmbeddings,  // [n_tokens, n_embd]
+  // [1]: the id of the last token's largest logit (engine::argmax: the lowest id on ties), as
+  // a float (exact: vocabularies are far below 2^24). A greedy pick without the logits row
+  // leaving the device (256 KB for a 65536-token vocabulary, every decode step).
+  kLastArgmax,
 };
+
+// Whether the mode's rows go through the head (logits, or their argmax).
+inline bool goes_through_head(OutputMode m) {
+  return m == OutputMode::kLastLogits || m == OutputMode::kAllLogits ||
+         m == OutputMode::kLastArgmax;
+}
 
 struct SequenceInput {
   uint32_t slot = 0;

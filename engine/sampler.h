@@ -32,6 +32,11 @@ class Sampler {
   int32_t sample(std::span<const float> logits);
   // Temperature 0: the argmax, ~20 us a row; a draw otherwise, ~1 ms for 65536 tokens.
   bool greedy() const { return p_.temperature <= 0.0f; }
+  // Whether the pick is the argmax of the logits as they come (greedy, no penalties): then the
+  // engine's own argmax (OutputMode::kLastArgmax) serves, and accept() records it.
+  bool picks_argmax() const {
+    return greedy() && p_.presence_penalty == 0.0f && p_.frequency_penalty == 0.0f;
+  }
   // Records a token for the penalties without sampling (e.g. a forced token).
   void accept(int32_t token) { counts_[token] += 1; }
   uint64_t next_u64();

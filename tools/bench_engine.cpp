@@ -23,19 +23,23 @@ using bench::pseudo_tokens;
 
 // Greedy decoding of `steps` tokens for every slot in `slots`: feeds next[i] and replaces it
 // with the argmax of the logits, `steps` times; returns the fed ids per slot (next[] then holds
-// the token after them, not yet fed). One Backend::run per step for all slots together.
+// the token after them, not yet fed). One Backend::run per step for all slots together. The
+// argmax is the engine's (kLastArgmax), as the worker asks for a greedy request's; with
+// `logits_out` each logits row comes to the host and the argmax runs there (as a request that
+// samples at a temperature, or llama.cpp's loop, gets them).
 std::vector<std::vector<int32_t>> greedy(engine::Backend& b, const std::vector<uint32_t>& slots,
-                                         std::vector<int32_t>& next, int steps) {
+                                         std::vector<int32_t>& next, int steps,
+                                         bool logits_out = false) {
   std::vector<std::vector<int32_t>> out(slots.size());
   std::vector<engine::SequenceInput> batch(slots.size());
+  const engine::OutputMode mode =
+      logits_out ? engine::OutputMode::kLastLogits : engine::OutputMode::kLastArgmax;
   for (int s = 0; s < steps; ++s) {
-    for (size_t i = 0; i < slots.size(); ++i) {
-      batch[i] = {slots[i], {&next[i], 1}, engine::OutputMode::kLastLogits};
-    }
+    for (size_t i = 0; i < slots.size(); ++i) batch[i] = {slots[i], {&next[i], 1}, mode};
     const auto res = b.run(batch);
     for (size_t i = 0; i < slots.size(); ++i) {
       out[i].push_back(next[i]);
-      next[i] = engine::argmax(res[i].data);  // one row of logits
+      next[i] = logits_out ? engine::argmax(res[i].data) : static_cast<int32_t>(res[i].data[0]);
     }
   }
   return out;
@@ -138,6 +142,13 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
                  static_cast<double>(bs) * gen_steps / (ms_since(t0) / 1000));
     }
   }
+  for (int r = 0; r < R; ++r) {  // one sequence, its logits row to the host every step
+    b->reset_state(0);
+    auto next = pseudo_tokens(1, hp.n_vocab, 7 + r);
+    const auto t0 = Clock::now();
+    greedy(*b, {0}, next, gen_steps, true);
+    report.add("gen.b1_logits.tok_s", "tok/s", gen_steps / (ms_since(t0) / 1000));
+  }
 
   // Document -> state in host memory (the engine part of the client's doc-state figure).
   std::vector<float> state(hp.state_floats());
@@ -179,11 +190,11 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
     for (uint32_t i = 0; i < fields.size(); ++i) {
       b->copy_state(0, 1 + i);
       slots.push_back(1 + i);
-      batch.push_back({1 + i, fields[i], engine::OutputMode::kLastLogits});
+      batch.push_back({1 + i, fields[i], engine::OutputMode::kLastArgmax});
     }
     const auto res = b->run(batch);
     std::vector<int32_t> next;
-    for (const auto& t : res) next.push_back(engine::argmax(t.data));
+    for (const auto& t : res) next.push_back(static_cast<int32_t>(t.data[0]));
     auto gen = greedy(*b, slots, next, sizes.field_tokens - 1);
     for (size_t i = 0; i < batch.size(); ++i) {
       batch[i].tokens = {&next[i], 1};  // the 8th token goes into the state

@@ -77,6 +77,11 @@ struct Scheduler::Task {
   bool feeding_pending = false;
 };
 
+engine::OutputMode Scheduler::next_token_mode(const Task& t) {
+  return t.sampler && t.sampler->picks_argmax() ? engine::OutputMode::kLastArgmax
+                                                : engine::OutputMode::kLastLogits;
+}
+
 struct Scheduler::EmbedJob {
   Job job;
   engine::Tensor out;  // [n_inputs, n_embd]
@@ -466,7 +471,13 @@ std::vector<int32_t> Scheduler::sample_outputs(const std::vector<Task*>& who,
   auto draw = [&](size_t begin, size_t end, unsigned /*thread*/) {
     for (size_t j = begin; j < end; ++j) {
       const size_t i = drawing[j];
-      sampled[i] = who[i]->sampler->sample(std::span<const float>(outs[i].data));
+      engine::Sampler& sampler = *who[i]->sampler;
+      if (outs[i].shape.size() == 1) {  // the engine's argmax (next_token_mode)
+        sampled[i] = static_cast<int32_t>(outs[i].data[0]);
+        sampler.accept(sampled[i]);
+      } else {
+        sampled[i] = sampler.sample(std::span<const float>(outs[i].data));
+      }
     }
   };
   // Greedy picks take ~20 us: threads would cost more than they save.
@@ -562,7 +573,7 @@ void Scheduler::step() {
       }
       if (t.fed + take == t.prompt.size()) {
         if (t.kind == Task::Kind::kGenerate && t.job.req.sampling.max_tokens > 0) {
-          in.output = engine::OutputMode::kLastLogits;
+          in.output = next_token_mode(t);
         } else if (t.kind == Task::Kind::kEmbed) {
           in.output = engine::OutputMode::kLastEmbedding;
         } else if (t.kind == Task::Kind::kForward) {
@@ -572,7 +583,7 @@ void Scheduler::step() {
       t.take = take;
     } else if (t.pending >= 0) {
       in.tokens = std::span<const int32_t>(&t.pending, 1);
-      in.output = t.finishing ? engine::OutputMode::kNone : engine::OutputMode::kLastLogits;
+      in.output = t.finishing ? engine::OutputMode::kNone : next_token_mode(t);
       t.feeding_pending = true;
     } else {
       finish(t);  // nothing left to run (a feed, or generate with max_tokens 0)

@@ -66,8 +66,13 @@ class Scheduler {
   void step();
   void dispatch_embeds();
   bool embeds_due(Clock::time_point now) const;
-  // The next token of each generating task in `who` that has its logits in `outs` (-1 for the
-  // rest): drawn in parallel where several draw at a temperature (each ~1 ms for 65536 tokens).
+  // What a generate step asks of the engine for its next token: the argmax alone where that is
+  // the pick (greedy, no penalties: 4 bytes from the device instead of 256 KB of logits and a
+  // host pass over them), else the logits row for the sampler.
+  static engine::OutputMode next_token_mode(const Task& t);
+  // The next token of each generating task in `who` that has its logits or the engine's argmax
+  // in `outs` (-1 for the rest): drawn in parallel where several draw at a temperature (each
+  // ~1 ms for 65536 tokens).
   std::vector<int32_t> sample_outputs(const std::vector<Task*>& who,
                                       const std::vector<engine::Tensor>& outs);
   // `sampled`: the task's next token (generate; sample_outputs()), else unused.

@@ -10,6 +10,7 @@
 #include "engine/backend.h"
 #include "engine/cpu/ops.h"
 #include "engine/error.h"
+#include "engine/sampler.h"
 
 namespace rwkvd::engine {
 namespace {
@@ -80,6 +81,7 @@ class CpuBackend final : public Backend {
         case OutputMode::kAllLogits: out[i].shape = {n, hp_.n_vocab}; break;
         case OutputMode::kLastEmbedding: out[i].shape = {1, hp_.n_embd}; break;
         case OutputMode::kAllEmbeddings: out[i].shape = {n, hp_.n_embd}; break;
+        case OutputMode::kLastArgmax: out[i].shape = {1}; break;
       }
       out[i].data.resize(static_cast<size_t>(out[i].numel()));
     }
@@ -359,7 +361,11 @@ class CpuBackend final : public Backend {
       cpu::layer_norm(&scratch_.x[(sp.row0 + first) * D], sp.n - first, D, out_norm_w_.data(),
                       out_norm_b_.data(), hp_.ln_eps, rows.data());
       const int64_t out_row0 = all ? static_cast<int64_t>(done) : 0;
-      if (logits) {
+      if (seq.output == OutputMode::kLastArgmax) {
+        std::vector<float> row(static_cast<size_t>(V));
+        cpu::matmul(pool_, *model_->head, rows.data(), 1, row.data());
+        dst.data[0] = static_cast<float>(argmax(row));
+      } else if (logits) {
         cpu::matmul(pool_, *model_->head, rows.data(), sp.n - first, &dst.data[out_row0 * V]);
       } else {
         std::ranges::copy(rows, dst.data.begin() + out_row0 * D);

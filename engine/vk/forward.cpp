@@ -74,6 +74,7 @@ ForwardBuffers ForwardBuffers::make(Device& dev, const Rwkv7Hparams& hp, uint32_
     a.fh = region(hp.n_ffn);
     a.embd = region(D);
     a.logits = region(hp.n_vocab);
+    a.argmax = region((2 * Kernels::argmax_parts(hp.n_vocab) + 3) / 4 * 4);
     a.q_lerp = region(6 * q8_row_floats(D));
     a.q_y = region(q8_row_floats(D));
     a.q_fx = region(q8_row_floats(D));
@@ -539,12 +540,20 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
         Kernels::compute_barrier(cb);
       }
       record_mm(cb, head_, s.n_logit, prof);
+      if (s.argmax) {
+        Kernels::compute_barrier(cb);
+        kernels_.argmax(cb, base_set_, hp_.n_vocab, s.n_logit, a_.logits, a_.argmax);
+        profiler_.stamp(cb, prof, "argmax");
+      }
     }
     if (s.n_out > 0) {
       Kernels::barrier(cb);
+      const VkDeviceSize logit_bytes =
+          s.argmax ? VkDeviceSize{s.n_logit} * Kernels::argmax_parts(hp_.n_vocab) * 8
+                   : VkDeviceSize{s.n_logit} * hp_.n_vocab * 4;
       VkBufferCopy regions[2] = {{VkDeviceSize{a_.embd} * 4, 0, VkDeviceSize{s.n_out} * D * 4},
-                                 {VkDeviceSize{a_.logits} * 4, readback_logits_offset(),
-                                  VkDeviceSize{s.n_logit} * hp_.n_vocab * 4}};
+                                 {VkDeviceSize{s.argmax ? a_.argmax : a_.logits} * 4,
+                                  readback_logits_offset(), logit_bytes}};
       vkCmdCopyBuffer(cb, act_.handle(), readback_.handle(), s.n_logit > 0 ? 2 : 1, regions);
       profiler_.stamp(cb, prof, "copy out");
     }

@@ -31,16 +31,18 @@ struct ForwardShape {
   uint32_t B = 0;        // sequences
   uint32_t n_out = 0;    // rows that produce an output (embedding rows included)
   uint32_t n_logit = 0;  // the first n_logit of them also go through the head
+  // Those rows leave as their argmax's parts (Kernels::argmax), not as logits (greedy picks).
+  bool argmax = false;
   auto operator<=>(const ForwardShape&) const = default;
 };
 
 // Float offsets of the activation regions (each [T_cap][width]). The q_ regions hold the int8
 // form (shaders/q8.glsl) of the inputs of K-quant decode products: lerps (6, as lerp), y, fx, fh,
 // embd (the head's). The h_ regions hold the fp16 form (shaders/h16.comp) of the inputs of
-// tensor-core products: lerps (6), y, fx, fh.
+// tensor-core products: lerps (6), y, fx, fh. argmax: the logit rows' argmax parts.
 struct ActLayout {
   uint32_t x, lerp, save_a, save_f, r, k, v, hw, ha, hv, hg, wl, al, vl, g, vf, y, fx, fh, embd,
-      logits, q_lerp, q_y, q_fx, q_fh, q_embd, h_lerp, h_y, h_fx, h_fh;
+      logits, argmax, q_lerp, q_y, q_fx, q_fh, q_embd, h_lerp, h_y, h_fx, h_fh;
   uint32_t total;
 };
 
@@ -84,6 +86,8 @@ class Forward {
   uint64_t scratch_bytes() const { return act_.size() + meta_.size() + readback_.size(); }
   uint32_t meta_seq() const { return 4 * token_cap_; }
   uint32_t meta_out() const { return 4 * token_cap_ + 4 * seq_cap_; }
+  // Where the logit rows land in the readback buffer, or (ForwardShape::argmax) their argmax
+  // parts: Kernels::argmax_parts(n_vocab) pairs of words a row.
   VkDeviceSize readback_logits_offset() const { return VkDeviceSize{out_cap_} * hp_.n_embd * 4; }
 
   // The shape's command buffers, recorded on first use: one per upload segment, so that each

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cctype>
 #include <cstdlib>
+#include <limits>
 #include <vector>
 
 #include "engine/error.h"
@@ -32,9 +33,10 @@ constexpr uint32_t kWkvLoraLoadsMax = 40;
 // mvf.comp's largest workgroup (common.glsl kMaxWg: its team sums hold kMaxWg / 4 subgroups),
 // and the rows from which a product has rows enough to spread over the GPU (mvf_key()).
 constexpr uint32_t kMvfMostWg = 256, kMvfManyRows = 1024;
-constexpr uint32_t kQ8Wg = 64;                      // q8.comp workgroup
-constexpr uint32_t kH16Wg = 64;                     // h16.comp workgroup
-constexpr uint32_t kMcStepK = 64;                   // mc.comp's K per step (BK)
+constexpr uint32_t kQ8Wg = 64;                                    // q8.comp workgroup
+constexpr uint32_t kArgmaxWg = 256, kArgmaxPart = 4 * kArgmaxWg;  // argmax.comp: one pass a part
+constexpr uint32_t kH16Wg = 64;                                   // h16.comp workgroup
+constexpr uint32_t kMcStepK = 64;                                 // mc.comp's K per step (BK)
 constexpr uint32_t kModeHalfOnly = 16;              // product.glsl: MmSlot::y_half_only
 constexpr uint32_t kMcSumWg = 256;                  // mc_sum.comp workgroup
 constexpr uint32_t kMcdRows = 16, kMcdTokens = 16;  // mcd.comp BM, BT
@@ -256,6 +258,7 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
   }
   keys.push_back(shift_key(n_embd));
   keys.push_back({subgroup_variant("out_ln"), {row_wg_}});
+  keys.push_back({"argmax", {kArgmaxWg}});
   if (wkv_sg(head_size)) {
     keys.push_back(wkv_key(head_size, 1, false, 0));
     // The long-chunk variant only where some forward can reach it (never on CPU devices).
@@ -888,6 +891,32 @@ bool Kernels::wkv_writes_h16(uint32_t head_size, uint32_t T) const {
 void Kernels::out_ln(VkCommandBuffer cb, VkDescriptorSet set, const OutLnArgs& a) {
   bind(cb, set, pipes_.get(subgroup_variant("out_ln"), {row_wg_}), &a, sizeof(a));
   vkCmdDispatch(cb, std::max(a.n_out, a.n_seq), 1, 1);
+}
+
+void Kernels::argmax(VkCommandBuffer cb, VkDescriptorSet set, uint32_t n, uint32_t rows,
+                     uint32_t src, uint32_t dst) {
+  if (n == 0 || rows == 0) throw EngineError("vk argmax: n > 0 and rows > 0 required");
+  const uint32_t pc[4] = {n, kArgmaxPart, src, dst};
+  bind(cb, set, pipes_.get("argmax", {kArgmaxWg}), pc, sizeof(pc));
+  vkCmdDispatch(cb, argmax_parts(n), rows, 1);
+}
+
+uint32_t Kernels::argmax_parts(uint32_t n) {
+  return ceil_div(n, kArgmaxPart);
+}
+
+int32_t Kernels::argmax_of_parts(const uint32_t* pairs, uint32_t parts) {
+  float best = -std::numeric_limits<float>::infinity();
+  uint32_t at = UINT32_MAX;  // no part had a value but NaN
+  for (uint32_t p = 0; p < parts; ++p) {
+    const float v = std::bit_cast<float>(pairs[2 * p]);
+    const uint32_t i = pairs[2 * p + 1];
+    if (i != UINT32_MAX && (v > best || (v == best && i < at))) {
+      best = v;
+      at = i;
+    }
+  }
+  return at == UINT32_MAX ? 0 : static_cast<int32_t>(at);
 }
 
 void Kernels::compute_barrier(VkCommandBuffer cb) {

@@ -146,6 +146,14 @@ class Kernels {
   // kernel, ranks its phase L holds; $RWKVD_VK_FUSE_LORA=0 says no, for comparisons).
   bool wkv_fuses_lora(uint32_t head_size, uint32_t lora_ranks) const;
   void out_ln(VkCommandBuffer cb, VkDescriptorSet set, const OutLnArgs& a);
+  // The largest of each of `rows` rows of n floats at act offset src (argmax.comp): each row
+  // as argmax_parts(n) (value bits, index) pairs at act offset dst, row after row, for
+  // argmax_of_parts() to merge on the host.
+  void argmax(VkCommandBuffer cb, VkDescriptorSet set, uint32_t n, uint32_t rows, uint32_t src,
+              uint32_t dst);
+  static uint32_t argmax_parts(uint32_t n);
+  // engine::argmax of the row whose parts argmax() wrote (2 * argmax_parts(n) words).
+  static int32_t argmax_of_parts(const uint32_t* pairs, uint32_t parts);
   // Whether wkv() can write y's int8 form (WkvArgs::y_q8): the subgroup kernel, head sizes of
   // whole 16-element runs.
   bool wkv_writes_q8(uint32_t head_size) const;

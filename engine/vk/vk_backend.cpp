@@ -11,6 +11,7 @@
 
 #include "engine/cpu/thread_pool.h"
 #include "engine/error.h"
+#include "engine/sampler.h"
 #include "engine/vk/commands.h"
 #include "engine/vk/device.h"
 #include "engine/vk/forward.h"
@@ -128,6 +129,7 @@ class VkBackendImpl final : public VkBackend {
       const int64_t width = wants_logits(batch[i].output) ? hp_.n_vocab : hp_.n_embd;
       if (batch[i].output == OutputMode::kNone) continue;
       out[i].shape = {wants_all(batch[i].output) ? n : 1, width};
+      if (batch[i].output == OutputMode::kLastArgmax) out[i].shape = {1};
       // A single row is assigned from the readback buffer when it comes (run_chunk), not
       // zero-filled first: 256 KB of logits a sequence, every decode step.
       if (wants_all(batch[i].output)) out[i].data.resize(static_cast<size_t>(out[i].numel()));
@@ -226,7 +228,7 @@ class VkBackendImpl final : public VkBackend {
     for (int pass = 0; pass < 2; ++pass) {
       for (const Part& p : parts) {
         const OutputMode m = batch[p.seq].output;
-        if (m == OutputMode::kNone || wants_logits(m) != (pass == 0)) continue;
+        if (m == OutputMode::kNone || goes_through_head(m) != (pass == 0)) continue;
         if (wants_all(m)) {
           for (uint32_t j = 0; j < p.n; ++j) {
             rows.push_back({p.first + j, p.seq, static_cast<int64_t>(done[p.seq] + j)});
@@ -236,8 +238,14 @@ class VkBackendImpl final : public VkBackend {
         }
       }
     }
-    uint32_t n_logit = 0;
-    for (const OutRow& r : rows) n_logit += wants_logits(batch[r.seq].output) ? 1 : 0;
+    uint32_t n_logit = 0, n_argmax = 0;
+    for (const OutRow& r : rows) {
+      n_logit += goes_through_head(batch[r.seq].output) ? 1 : 0;
+      n_argmax += batch[r.seq].output == OutputMode::kLastArgmax ? 1 : 0;
+    }
+    // Only where every head row wants its argmax do the rows stay on the device; otherwise the
+    // argmax rows are picked on the host from the rows copied anyway (the same pick).
+    const bool argmax_only = n_logit > 0 && n_argmax == n_logit;
 
     auto* meta = static_cast<uint32_t*>(forward_->meta().mapped());
     for (uint32_t pi = 0; pi < parts.size(); ++pi) {
@@ -260,7 +268,7 @@ class VkBackendImpl final : public VkBackend {
     forward_->meta().flush(0, forward_->meta().size());
 
     const ForwardShape shape{T, static_cast<uint32_t>(parts.size()),
-                             static_cast<uint32_t>(rows.size()), n_logit};
+                             static_cast<uint32_t>(rows.size()), n_logit, argmax_only};
     const bool resident = uploader_->all_resident();
     const std::vector<VkCommandBuffer>& cbs = forward_->commands(shape, resident);
     RWKVD_VK(vkResetFences(dev_->device(), 1, &fence_));
@@ -293,9 +301,19 @@ class VkBackendImpl final : public VkBackend {
       const auto* embd = reinterpret_cast<const float*>(base);
       const auto* logits =
           reinterpret_cast<const float*>(base + forward_->readback_logits_offset());
+      const uint32_t argmax_parts = Kernels::argmax_parts(hp_.n_vocab);
       const auto copy_rows = [&](size_t r0, size_t r1, unsigned) {
         for (size_t i = r0; i < r1; ++i) {
           Tensor& t = out[rows[i].seq];
+          if (batch[rows[i].seq].output == OutputMode::kLastArgmax) {
+            const int32_t id =
+                argmax_only ? Kernels::argmax_of_parts(
+                                  reinterpret_cast<const uint32_t*>(logits) + 2 * argmax_parts * i,
+                                  argmax_parts)
+                            : engine::argmax({logits + i * hp_.n_vocab, hp_.n_vocab});
+            t.data.assign(1, static_cast<float>(id));
+            continue;
+          }
           const bool lg = wants_logits(batch[rows[i].seq].output);
           const size_t width = lg ? hp_.n_vocab : hp_.n_embd;
           const float* src = lg ? logits + i * width : embd + i * width;
@@ -313,8 +331,11 @@ class VkBackendImpl final : public VkBackend {
       // gen-32 1981 / 2254 -> 2408 / 2405 tok/s, but gen-8, 2 MB a step, 1509 / 1530 -> 1438 /
       // 1412).
       size_t bytes = 0;
-      for (const OutRow& r : rows) {
-        bytes += (wants_logits(batch[r.seq].output) ? hp_.n_vocab : hp_.n_embd) * sizeof(float);
+      if (!argmax_only) {
+        for (const OutRow& r : rows) {
+          bytes +=
+              (goes_through_head(batch[r.seq].output) ? hp_.n_vocab : hp_.n_embd) * sizeof(float);
+        }
       }
       if (bytes >= kThreadedCopyBytes) {
         copiers_.parallel_for(rows.size(), copy_rows);

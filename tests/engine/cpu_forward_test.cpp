@@ -107,6 +107,12 @@ TEST(CpuForward, BatchEqualsSequencesAlone) {
   test::expect_batch_equals_alone(*b, {1, 17, 64, 5}, kReorderTol);
 }
 
+TEST(CpuForward, ArgmaxOutputIsTheLogitsArgmax) {
+  RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q8_0.gguf");
+  auto b = cpu(model, 4, 3);
+  test::expect_argmax_of_last_logits(*b);
+}
+
 TEST(CpuForward, StateRoundTripContinuesExactly) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.f32.gguf");
   auto b = cpu(model, 256, 3);

@@ -15,6 +15,7 @@
 
 #include "engine/backend.h"
 #include "engine/error.h"
+#include "engine/sampler.h"
 #include "tests/support/compare.h"
 #include "tests/support/fixture_bounds.h"
 
@@ -85,6 +86,44 @@ inline void expect_batch_equals_alone(engine::Backend& b, const size_t (&lens)[4
     const auto d = compare_rows(together[i].data, single, width);
     EXPECT_LT(d.max_abs, tol) << "sequence " << i << ": " << d.str();
     EXPECT_LT(compare_rows(s_batch, read_state(b, i), 256).max_abs, tol) << "state " << i;
+  }
+}
+
+// kLastArgmax is engine::argmax of the kLastLogits row: three sequences run with every output
+// a logits row, then every output an argmax, then the two mixed; the batch's shape is the same
+// each time, so are its sums, and every pick must be exact (b needs 3 slots).
+inline void expect_argmax_of_last_logits(engine::Backend& b) {
+  using engine::OutputMode;
+  const uint32_t V = b.hparams().n_vocab;
+  std::vector<std::vector<int32_t>> seqs;
+  for (const size_t len : {1, 6, 3}) {
+    seqs.push_back(long_prompt(len + 50 * seqs.size(), V));
+    seqs.back().resize(len);
+  }
+  auto run = [&](std::initializer_list<OutputMode> modes) {
+    std::vector<engine::SequenceInput> batch;
+    for (const OutputMode m : modes) {
+      const auto i = static_cast<uint32_t>(batch.size());
+      b.reset_state(i);
+      batch.push_back({i, seqs[i], m});
+    }
+    return b.run(batch);
+  };
+  const auto logits =
+      run({OutputMode::kLastLogits, OutputMode::kLastLogits, OutputMode::kLastLogits});
+  const auto picks =
+      run({OutputMode::kLastArgmax, OutputMode::kLastArgmax, OutputMode::kLastArgmax});
+  const auto mixed =
+      run({OutputMode::kLastArgmax, OutputMode::kLastLogits, OutputMode::kLastArgmax});
+  for (size_t i = 0; i < 3; ++i) {
+    const int32_t want = engine::argmax(logits[i].data);
+    ASSERT_EQ(picks[i].shape, std::vector<int64_t>{1}) << "sequence " << i;
+    EXPECT_EQ(static_cast<int32_t>(picks[i].data.at(0)), want) << "sequence " << i;
+    if (i == 1) {
+      EXPECT_EQ(mixed[i].data, logits[i].data) << "the logits row beside the picks";
+    } else {
+      EXPECT_EQ(static_cast<int32_t>(mixed[i].data.at(0)), want) << "sequence " << i << ", mixed";
+    }
   }
 }
 

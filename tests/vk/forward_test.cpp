@@ -134,6 +134,14 @@ TEST_F(VkForward, BatchEqualsSequencesAlone) {
   test::expect_batch_equals_alone(*b, {1, 17, 40, 5}, kReorderTol);
 }
 
+// The argmax on the device (every head row an argmax) and on the host (mixed with a logits
+// row), against the logits' own argmax; the three sequences (10 tokens) make one chunk.
+TEST_F(VkForward, ArgmaxOutputIsTheLogitsArgmax) {
+  RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q4_k_m.gguf");
+  auto b = gpu(model, 16, 3);
+  test::expect_argmax_of_last_logits(*b);
+}
+
 // More sequences than wkv does the LoRA up products for (kFusedLoraMaxB): the batch runs them as
 // products of their own, each sequence alone inside wkv; the same numbers either way. One token
 // each: ten sequences run wkv without its LoRA up phase (more than kFusedLoraMaxB), one alone

@@ -1,11 +1,13 @@
 // embed (dequantized row + LayerNorm), shift (LN + token shift + lerps) and out_ln against
-// straightforward CPU loops on random data.
+// straightforward CPU loops on random data; argmax against engine::argmax on rows made to hold
+// ties, NaN and infinities.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 
 #include "engine/error.h"
+#include "engine/sampler.h"
 #include "tests/vk/q8_check.h"
 #include "tests/vk/vk_harness.h"
 
@@ -53,6 +55,57 @@ TEST(VkRowKernels, EmbedIsRowThenLayerNorm) {
     for (uint32_t c = 0; c < D; ++c) {
       ASSERT_NEAR(rig.ptr<float>(rig.act)[t * D + c], want[c], 1e-5) << "t=" << t << " c=" << c;
     }
+  }
+  RWKVD_EXPECT_NO_VALIDATION_ERRORS(errors);
+}
+
+// Rows of n = 3000 (three parts, the last short): the argmax.comp parts merged on the host give
+// engine::argmax's pick, the lowest index of the largest value, wherever the ties and NaNs fall.
+TEST(VkRowKernels, ArgmaxPicksTheLowestIndexOfTheLargest) {
+  VkRig rig;
+  const uint64_t errors = Device::validation_errors();
+  const uint32_t n = 3000, src = 8;  // rows start past an offset, as the logits region does
+  const float nan = std::nanf(""), inf = INFINITY;
+  std::vector<std::vector<float>> rows;
+  auto row = [&](uint32_t seed) { return random_floats(n, seed, -8, 8); };
+  rows.push_back(row(1));  // a plain random row
+  auto tie = row(2);       // the largest value three times, in different parts; NaN beside them
+  tie[2999] = tie[1500] = tie[1025] = 9.5f;
+  tie[0] = nan;
+  rows.push_back(tie);
+  auto same_part = row(3);  // a tie inside one part, the later one seen first by its lane
+  same_part[700] = same_part[444] = 20.0f;
+  rows.push_back(same_part);
+  auto first_part_nan = row(4);  // a whole part NaN
+  std::fill(first_part_nan.begin(), first_part_nan.begin() + 1024, nan);
+  rows.push_back(first_part_nan);
+  rows.push_back(std::vector<float>(n, nan));   // every value NaN: 0
+  rows.push_back(std::vector<float>(n, -inf));  // every value -inf: the first
+  auto zeros = std::vector<float>(n, -1.0f);    // -0 and +0 compare equal: the first of them
+  zeros[2100] = 0.0f;
+  zeros[1800] = -0.0f;
+  rows.push_back(zeros);
+  auto top = row(5);  // +inf wins over any finite value
+  top[2048] = inf;
+  rows.push_back(top);
+  const uint32_t R = static_cast<uint32_t>(rows.size());
+  const uint32_t parts = engine::vk::Kernels::argmax_parts(n), dst = src + R * n;
+  ASSERT_EQ(parts, 3u);
+  rig.make(rig.act, dst + 2 * parts * R);
+  for (uint32_t r = 0; r < R; ++r) {
+    std::memcpy(rig.ptr<float>(rig.act) + src + r * n, rows[r].data(), n * 4);
+  }
+  rig.make(rig.meta, 4);
+  rig.make(rig.vecs, 4);
+  rig.make(rig.state, 4);
+  const VkDescriptorSet set = rig.set();
+  rig.run([&](VkCommandBuffer cb) { rig.kernels->argmax(cb, set, n, R, src, dst); });
+  const int32_t want[] = {
+      engine::argmax(rows[0]), 1025, 444, engine::argmax(rows[3]), 0, 0, 1800, 2048};
+  for (uint32_t r = 0; r < R; ++r) {
+    ASSERT_EQ(engine::argmax(rows[r]), want[r]) << "row " << r;  // the reference's own rule
+    const uint32_t* pairs = rig.ptr<uint32_t>(rig.act) + dst + 2 * parts * r;
+    EXPECT_EQ(engine::vk::Kernels::argmax_of_parts(pairs, parts), want[r]) << "row " << r;
   }
   RWKVD_EXPECT_NO_VALIDATION_ERRORS(errors);
 }

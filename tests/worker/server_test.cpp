@@ -7,6 +7,7 @@
 
 #include "engine/sampler.h"
 #include "protocol/shm_input.h"
+#include "tests/worker/faulty_backend.h"
 #include "tests/worker/worker_fixture.h"
 
 namespace rwkvd::test {
@@ -101,6 +102,60 @@ TEST_F(WorkerTest, SeededGenerationEqualsBackendPlusSampler) {
   text += g2.text;
   EXPECT_EQ(streamed, want);
   EXPECT_EQ(text, g.text);
+}
+
+// Counts the output modes the worker asks of the engine.
+class ModeCounter : public FaultyBackend {
+ public:
+  using FaultyBackend::FaultyBackend;
+  std::vector<engine::Tensor> run(std::span<const engine::SequenceInput> batch) override {
+    for (const auto& in : batch) counts[static_cast<size_t>(in.output)] += 1;
+    return FaultyBackend::run(batch);
+  }
+  int count(OutputMode m) const { return counts[static_cast<size_t>(m)].load(); }
+  std::atomic<int> counts[8] = {};
+};
+
+// Greedy generation without penalties takes the engine's argmax (no logits row leaves it) and
+// picks what the logits' argmax picks; with a penalty the worker needs the logits and asks for
+// them. Both against the loop by hand.
+TEST_F(WorkerTest, GreedyGenerationTakesTheEnginesArgmaxUnlessPenalised) {
+  RWKVD_FIXTURE(model, kTiny);
+  ModeCounter* counter = nullptr;
+  wrap_backend_ = [&](std::unique_ptr<engine::Backend> b) -> std::unique_ptr<engine::Backend> {
+    auto m = std::make_unique<ModeCounter>(std::move(b));
+    counter = m.get();
+    return m;
+  };
+  start(model);
+  auto c = connect();
+  const auto prompt = bytes_of("In the beginning");
+  for (const float penalty : {0.0f, 1.5f}) {
+    SCOPED_TRACE("presence penalty " + std::to_string(penalty));
+    client::GenerateOptions o;
+    o.sampling.max_tokens = 8;
+    o.sampling.temperature = 0;
+    o.sampling.presence_penalty = penalty;
+    const int argmax0 = counter->count(OutputMode::kLastArgmax);
+    const int logits0 = counter->count(OutputMode::kLastLogits);
+    const auto g = c->generate(Input{std::nullopt, prompt}, o);
+    engine::SamplingParams p;
+    p.temperature = 0;
+    p.presence_penalty = penalty;
+    engine::Sampler s(p);
+    std::vector<float> logits = ref_run(prompt, OutputMode::kLastLogits);
+    std::vector<int32_t> want;
+    for (int i = 0; i < 8; ++i) {
+      want.push_back(s.sample(logits));
+      auto st = ref_state();
+      logits = ref_run(std::span<const int32_t>(&want.back(), 1), OutputMode::kLastLogits, &st);
+    }
+    EXPECT_EQ(g.tokens, want);
+    const int argmax = counter->count(OutputMode::kLastArgmax) - argmax0;
+    const int rows = counter->count(OutputMode::kLastLogits) - logits0;
+    EXPECT_EQ(penalty == 0 ? argmax : rows, 8) << "one output a generated token";
+    EXPECT_EQ(penalty == 0 ? rows : argmax, 0);
+  }
 }
 
 // One client, a document's session forked three ways, three generations in flight on one
