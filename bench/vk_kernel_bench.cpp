@@ -271,6 +271,59 @@ void BM_Wkv(benchmark::State& state) {
 }
 BENCHMARK(BM_Wkv)->ArgName("T")->Arg(512)->Arg(854)->UseManualTime()->Iterations(10);
 
+// wkv of one decoded token at the 2.9B shape, with its LoRA up products (F32 up weights of ranks
+// 96, 96, 64, 320, as Q4_K_M files hold them: ~150 KB a head) inside (lora 1), as decode runs it,
+// or without (lora 0: the products ran before): the largest step of a decode layer in the
+// profile, where 40 workgroups read 5.9 MB.
+void BM_WkvDecode(benchmark::State& state) {
+  constexpr uint32_t D = 2560, N = 64, H = D / N;
+  constexpr uint32_t kRanks[4] = {96, 96, 320, 64};  // w2, a2, g2, v2: weights 0..3
+  const bool lora = state.range(0) != 0;
+  Gpu& g = gpu();
+  Buffer act(g.dev, uint64_t{16} * D * 4, MemKind::kDevice);
+  Buffer vecs(g.dev, 8 * D * 4, MemKind::kDevice), st(g.dev, (N + 2) * D * 4, MemKind::kDevice);
+  Buffer meta(g.dev, 8 * 4, MemKind::kUpload);
+  const uint64_t up_bytes = uint64_t{D} * 320 * 4;  // the largest; each matrix at its own offset
+  Buffer ups(g.dev, 4 * up_bytes, MemKind::kDevice);
+  g.cmds.run_now([&](VkCommandBuffer cb) {
+    for (Buffer* b : {&act, &vecs, &st, &ups})
+      vkCmdFillBuffer(cb, b->handle(), 0, VK_WHOLE_SIZE, 0);
+  });
+  auto* m = static_cast<uint32_t*>(meta.mapped());
+  std::fill(m, m + 8, 0u);
+  m[4 + 2] = 1;  // sequence 0: slot 0, first token 0, one token
+  DescriptorSets pool(g.dev, g.pipes.set_layout(), 1);
+  SetBindings b;
+  b.meta = {meta.handle(), 0, VK_WHOLE_SIZE};
+  b.act = {act.handle(), 0, VK_WHOLE_SIZE};
+  b.vecs = {vecs.handle(), 0, VK_WHOLE_SIZE};
+  b.state = {st.handle(), 0, VK_WHOLE_SIZE};
+  for (uint32_t i = 0; i < 4; ++i) b.weights[i] = {ups.handle(), i * up_bytes, up_bytes};
+  const VkDescriptorSet set = pool.make(b);
+  WkvArgs a{D, 0,     D,     2 * D, 3 * D, 4 * D, 5 * D, 6 * D, 7 * D,       8 * D, 0,
+            D, 2 * D, 3 * D, 4 * D, 5 * D, 6 * D, 7 * D, 0,     (N + 2) * D, 0,     4};
+  if (lora) {
+    a.flags |= kWkvLora;
+    a.hw_off = 9 * D;
+    a.ha_off = 10 * D;
+    a.hg_off = 11 * D;
+    a.hv_off = 12 * D;
+    a.rank_w = kRanks[0];
+    a.rank_a = kRanks[1];
+    a.rank_g = kRanks[2];
+    a.rank_v = kRanks[3];
+    if (!g.kernels.wkv_fuses_lora(N, 576)) throw std::runtime_error("no LoRA inside wkv here");
+  }
+  double per = 0;
+  for (auto _ : state) {
+    per =
+        g.time([&](VkCommandBuffer cb, uint32_t) { g.kernels.wkv(cb, set, a, H, N, 1, 1); }, true);
+    state.SetIterationTime(per);
+  }
+  state.counters["us"] = per * 1e6;
+}
+BENCHMARK(BM_WkvDecode)->ArgName("lora")->Arg(0)->Arg(1)->UseManualTime()->Iterations(10);
+
 // Two products of one step of the forward with no barrier between them, a barrier after both:
 // whether the GPU runs two dispatches at once (then the pair costs about the longer of the two)
 // or one after the other (their sum). The 2.9B decode step before wkv at one token: the LoRA
