@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <string_view>
 
 #include "engine/error.h"
 #include "engine/vk/vk_check.h"
@@ -19,6 +20,11 @@ constexpr uint32_t kPerRecording = 48;  // stamps one command buffer may write
 Profiler::Profiler(Device& dev) : dev_(dev) {
   const char* v = std::getenv("RWKVD_VK_PROFILE");
   if (v == nullptr || *v == '\0' || std::string(v) == "0") return;
+  if (const std::string_view h = v; h.starts_with("host:")) {
+    sink_ = h.substr(5);
+    host_only_ = !sink_.empty();
+    return;
+  }
   uint32_t n = 0;
   vkGetPhysicalDeviceQueueFamilyProperties(dev.physical(), &n, nullptr);
   std::vector<VkQueueFamilyProperties> fam(n);
@@ -40,7 +46,7 @@ Profiler::Profiler(Device& dev) : dev_(dev) {
 }
 
 Profiler::~Profiler() {
-  if (!enabled_) return;
+  if (!records_host()) return;
   const std::string table = report();
   if (sink_ == "1") {
     std::fputs(table.c_str(), stderr);
@@ -48,7 +54,7 @@ Profiler::~Profiler() {
     std::fputs(table.c_str(), f);
     std::fclose(f);
   }
-  vkDestroyQueryPool(dev_.device(), pool_, nullptr);
+  if (enabled_) vkDestroyQueryPool(dev_.device(), pool_, nullptr);
 }
 
 uint32_t Profiler::allocate(uint32_t n) {
@@ -98,7 +104,7 @@ void Profiler::collect(const std::vector<uint32_t>& recordings) {
 }
 
 void Profiler::host(uint32_t tokens, const std::string& label, double us) {
-  if (!enabled_) return;
+  if (!records_host()) return;
   Total& t = host_[{tokens, label}];
   ++t.calls;
   t.us += us;
@@ -112,6 +118,17 @@ void Profiler::forget(const std::vector<uint32_t>& recordings) {
 
 std::string Profiler::report() const {
   std::ostringstream o;
+  if (host_only_) {
+    o << "\n## Host time per forward (RWKVD_VK_PROFILE=host; " << dev_.name() << ")\n\n"
+      << "| tokens per forward | phase | forwards | us per forward |\n|---:|---|---:|---:|\n";
+    char line[256];
+    for (const auto& [key, t] : host_) {
+      std::snprintf(line, sizeof line, "| %u | %s | %llu | %.2f |\n", key.first, key.second.c_str(),
+                    static_cast<unsigned long long>(t.calls), t.us / static_cast<double>(t.calls));
+      o << line;
+    }
+    return o.str();
+  }
   o << "\n## GPU time per kernel (RWKVD_VK_PROFILE; " << dev_.name() << ")\n";
   for (const auto& [tokens, forwards] : forwards_) {
     double sum = 0;

@@ -5,6 +5,8 @@
 // range of queries that it resets itself, so replaying it needs no host work; after the fence,
 // collect() adds the deltas to per-(label, tokens) totals. A delta includes the barrier wait and
 // launch gap before the dispatch, which is what a forward really pays for it.
+// RWKVD_VK_PROFILE=host:<1 or file> records only the host's phases of each forward (prepare and
+// submit, the wait for the GPU, the output copy), without timestamps that would slow the GPU.
 #include <vulkan/vulkan.h>
 
 #include <cstdint>
@@ -24,7 +26,8 @@ class Profiler {
   Profiler(const Profiler&) = delete;
   Profiler& operator=(const Profiler&) = delete;
 
-  bool enabled() const { return enabled_; }
+  bool enabled() const { return enabled_; }  // GPU timestamps
+  bool records_host() const { return enabled_ || host_only_; }
 
   // A recording: call begin() at the start of a command buffer, stamp() after each dispatch.
   // Returns the recording's id (pass it to collect()). No-ops when disabled.
@@ -52,7 +55,7 @@ class Profiler {
   uint32_t allocate(uint32_t n);
 
   Device& dev_;
-  bool enabled_ = false;
+  bool enabled_ = false, host_only_ = false;
   std::string sink_;
   double ns_per_tick_ = 1;
   uint64_t valid_mask_ = ~uint64_t{0};

@@ -344,7 +344,7 @@ class VkBackendImpl final : public VkBackend {
       }
     }
     for (const Part& p : parts) done[p.seq] += p.n;
-    if (Profiler& prof = forward_->profiler(); prof.enabled()) {
+    if (Profiler& prof = forward_->profiler(); prof.records_host()) {
       const auto us = [](auto d) { return std::chrono::duration<double, std::micro>(d).count(); };
       prof.host(T, "prepare + submit", us(t_submitted - t_start));
       prof.host(T, "wait for the GPU", us(t_done - t_submitted));

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "engine/backend.h"
 #include "tests/support/compare.h"
 #include "tests/support/fixture_bounds.h"
@@ -132,6 +134,35 @@ TEST_F(VkForward, BatchEqualsSequencesAlone) {
   // One token on tensor cores too; 40 tokens run as 3 chunks.
   auto b = gpu_with({{"RWKVD_VK_MCD_MIN_T", "1"}}, model, 16, 4);
   test::expect_batch_equals_alone(*b, {1, 17, 40, 5}, kReorderTol);
+}
+
+// RWKVD_VK_PROFILE: a table of GPU time per kernel (timestamps), or with host: only the host's
+// phases of each forward; either written when the backend closes.
+TEST_F(VkForward, ProfilerWritesKernelOrHostTables) {
+  RWKVD_FIXTURE(model, "rwkv7/tiny-rwkv7-834K.f16.gguf");
+  const auto dir = std::filesystem::temp_directory_path();
+  for (const bool host_only : {false, true}) {
+    const auto path = dir / ("rwkvd-profile-" + std::to_string(::getpid()) + ".md");
+    std::filesystem::remove(path);
+    const std::string value = (host_only ? "host:" : "") + path.string();
+    {
+      auto b = gpu_with({{"RWKVD_VK_PROFILE", value.c_str()}}, model, 16, 1);
+      const std::vector<int32_t> toks{1, 2, 3};
+      run_one(*b, toks, OutputMode::kLastLogits);
+    }
+    std::FILE* f = std::fopen(path.c_str(), "r");
+    ASSERT_NE(f, nullptr) << value;
+    std::string text(1 << 16, '\0');
+    text.resize(std::fread(text.data(), 1, text.size(), f));
+    std::fclose(f);
+    std::filesystem::remove(path);
+    EXPECT_NE(text.find("prepare + submit"), std::string::npos) << text;
+    EXPECT_NE(text.find(host_only ? "Host time per forward" : "GPU time per kernel"),
+              std::string::npos)
+        << text;
+    // Kernel rows only with timestamps.
+    EXPECT_EQ(text.find("| wkv |") != std::string::npos, !host_only) << text;
+  }
 }
 
 // The argmax on the device (every head row an argmax) and on the host (mixed with a logits
