@@ -241,7 +241,7 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
       layers_[l].lora_set = sets_->make(b);
     }
   }
-  kernels_.warm(needs.types, hp_.n_embd, hp_.head_size, needs.lora_ranks);
+  kernels_.warm(needs.types, hp_.n_embd, hp_.head_size, needs.lora_ranks, model_.head->type);
   // Decode dispatches of the last layer (it has every product).
   dispatches_per_layer_ = 3;  // two shifts and wkv; the rest are matrix products
   for (auto* gs : {&layers_.back().first, &layers_.back().second, &layers_.back().out,
@@ -362,7 +362,8 @@ Forward::PipelineNeeds Forward::pipeline_needs(const Rwkv7Model& model, const Ke
 void Forward::prepare_pipelines(Device& dev, Pipelines& pipes, const Rwkv7Model& model) {
   Kernels kernels(dev, pipes);
   const PipelineNeeds needs = pipeline_needs(model, kernels);
-  kernels.warm(needs.types, model.hparams().n_embd, model.hparams().head_size, needs.lora_ranks);
+  kernels.warm(needs.types, model.hparams().n_embd, model.hparams().head_size, needs.lora_ranks,
+               model.head->type);
 }
 
 std::vector<std::string> Forward::kernel_choices() const {
@@ -498,6 +499,7 @@ const std::vector<VkCommandBuffer>& Forward::commands(const ForwardShape& shape,
     record(cb, s, shape, r.profile.back());
   }
   for (VkCommandBuffer cb : r.cbs) RWKVD_VK(vkEndCommandBuffer(cb));
+  ++shapes_recorded_;
   return recorded_.emplace(std::pair{shape, whole}, std::move(r)).first->second.cbs;
 }
 

@@ -94,6 +94,8 @@ class Forward {
   // can go as soon as its weights are resident, or (whole) one for the forward once all are.
   // Submitting 34 command buffers instead of one cost the host ~0.5 ms per 2.9B token (H100).
   const std::vector<VkCommandBuffer>& commands(const ForwardShape& shape, bool whole);
+  // How many times commands() has recorded a shape (reports: a first use costs the recording).
+  size_t shapes_recorded() const { return shapes_recorded_; }
   // After the shape's command buffers completed: adds their kernel times to the profile
   // ($RWKVD_VK_PROFILE; nothing otherwise).
   void collect_profile(const ForwardShape& shape, bool whole);
@@ -179,6 +181,7 @@ class Forward {
   Profiler profiler_;
   std::map<std::pair<ForwardShape, bool>, Recorded> recorded_;  // (shape, whole)
   uint32_t dispatches_per_layer_ = 0;
+  size_t shapes_recorded_ = 0;
 };
 
 }  // namespace rwkvd::engine::vk

@@ -208,7 +208,7 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
 }
 
 void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t head_size,
-                   uint32_t lora_ranks) {
+                   uint32_t lora_ranks, GgmlType head) {
   std::vector<Pipelines::Key> keys;
   for (GgmlType t : types) {
     const std::string ts = weight_type_suffix(t);
@@ -219,11 +219,12 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
       for (const uint32_t rows : {64u, 128u}) {
         if (rows != mc_rows(t, 0, 0, 0, 1) && (mc_rows_ != 0 || t != GgmlType::Q4_K)) continue;
         // The forward's products read the fp16 form of their inputs, but for the LoRA up ones
-        // (F32, float inputs): only the variants it uses (each costs start-up time when no
-        // pipeline cache has it).
+        // (F32, float inputs) and the head: only the variants it uses (each costs start-up
+        // time when no pipeline cache has it; one made on first use cost the H100 150 ms in
+        // the middle of a 32-sequence step).
         for (const bool x16 : {false, true}) {
           if (x16 ? !half_inputs_ || splits_inputs(t)
-                  : half_inputs_ && t != GgmlType::F32 && !splits_inputs(t)) {
+                  : half_inputs_ && t != GgmlType::F32 && t != head && !splits_inputs(t)) {
             continue;
           }
           if (mc_tokens_ == 32 || mc_tokens_ == 64) {

@@ -102,9 +102,11 @@ class Kernels {
   Kernels(Device& dev, Pipelines& pipes);
 
   // Creates every pipeline the model's types need now, so that a forward never compiles;
-  // lora_ranks: the LoRA ranks' sum where wkv will do the LoRA up products (0: it will not).
+  // lora_ranks: the LoRA ranks' sum where wkv will do the LoRA up products (0: it will not);
+  // head: the head's type (the one quantised product that reads its input's floats, not an
+  // fp16 form, on the tensor cores: 17 or more logit rows).
   void warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t head_size,
-            uint32_t lora_ranks);
+            uint32_t lora_ranks, GgmlType head);
 
   // y = W x for 1..4 weights of `type`, T tokens.
   void mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type, std::span<const MmSlot> slots,

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -164,7 +165,16 @@ VkPipeline Pipelines::get(const std::string& name, const std::vector<uint32_t>& 
   std::lock_guard<std::mutex> lock(mu_);
   Key key{name, spec};
   if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
+  const auto t0 = std::chrono::steady_clock::now();
   const VkPipeline p = create(key);
+  if (dev_.features().pipeline_stats) {  // a pipeline prepare() did not make: on the hot path
+    std::string values;
+    for (const uint32_t v : spec) values += (values.empty() ? "" : ",") + std::to_string(v);
+    std::fprintf(
+        stderr, "rwkvd: pipeline %s {%s} made on first use in %.1f ms\n", name.c_str(),
+        values.c_str(),
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
   pipelines_.emplace(std::move(key), p);
   return p;
 }

@@ -19,6 +19,9 @@ class VkBackend : public Backend {
   virtual void wait_resident() = 0;                   // blocks until every weight is on the device
   virtual uint32_t dispatches_per_layer() const = 0;  // of a decode step
   virtual uint32_t token_capacity() const = 0;        // tokens per internal forward chunk
+  // Compute pipelines made so far: after loading, none more should come (a forward never
+  // compiles on its hot path).
+  virtual size_t pipelines_made() const = 0;
 };
 
 // Opens the model on the device chosen by $RWKVD_DEVICE (see engine/vk/device.h). Returns once

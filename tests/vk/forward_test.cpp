@@ -136,6 +136,33 @@ TEST_F(VkForward, BatchEqualsSequencesAlone) {
   test::expect_batch_equals_alone(*b, {1, 17, 40, 5}, kReorderTol);
 }
 
+// Loading makes every pipeline a forward can need: forwards of every kind of shape (one token,
+// a few sequences, 17 and more logit rows, a long chunk with every row's logits, embeddings)
+// compile nothing more. (On the H100 the head's tensor-core variant from float inputs was once
+// made in the middle of a 32-sequence step: 150 ms.)
+TEST_F(VkForward, ForwardsMakeNoPipelinesAfterLoading) {
+  RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q4_k_m.gguf");
+  auto b = gpu(model, 64, 24);
+  b->wait_resident();
+  const size_t made = b->pipelines_made();
+  const uint32_t V = b->hparams().n_vocab;
+  const std::vector<int32_t> one{5}, few = long_prompt(5, V), chunk = long_prompt(40, V);
+  auto run = [&](size_t n_seq, const std::vector<int32_t>& toks, OutputMode mode) {
+    std::vector<SequenceInput> batch;
+    for (uint32_t i = 0; i < n_seq; ++i) batch.push_back({i, toks, mode});
+    b->run(batch);
+  };
+  for (const OutputMode m : {OutputMode::kLastLogits, OutputMode::kLastArgmax,
+                             OutputMode::kLastEmbedding, OutputMode::kNone}) {
+    for (const size_t n_seq : {1, 4, 8, 20, 24}) run(n_seq, one, m);
+    run(6, few, m);
+  }
+  run(1, chunk, OutputMode::kAllLogits);
+  run(2, chunk, OutputMode::kAllEmbeddings);
+  run(1, chunk, OutputMode::kNone);
+  EXPECT_EQ(b->pipelines_made(), made);
+}
+
 // RWKVD_VK_PROFILE: a table of GPU time per kernel (timestamps), or with host: only the host's
 // phases of each forward; either written when the backend closes.
 TEST_F(VkForward, ProfilerWritesKernelOrHostTables) {
