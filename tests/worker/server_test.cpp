@@ -80,13 +80,7 @@ TEST_F(WorkerTest, SeededGenerationEqualsBackendPlusSampler) {
   p.top_k = 50;
   p.seed = 1234;
   engine::Sampler s(p);
-  std::vector<float> logits = ref_run(prompt, OutputMode::kLastLogits);
-  std::vector<int32_t> want;
-  for (int i = 0; i < 12; ++i) {
-    want.push_back(s.sample(logits));
-    auto st = ref_state();
-    logits = ref_run(std::span<const int32_t>(&want.back(), 1), OutputMode::kLastLogits, &st);
-  }
+  const std::vector<int32_t> want = ref_generate(prompt, s, 12);
   EXPECT_EQ(g.tokens, want);
   EXPECT_EQ(g.text, ByteCodec().decode(want));
   ASSERT_TRUE(g.state.has_value());
@@ -143,14 +137,7 @@ TEST_F(WorkerTest, GreedyGenerationTakesTheEnginesArgmaxUnlessPenalised) {
     p.temperature = 0;
     p.presence_penalty = penalty;
     engine::Sampler s(p);
-    std::vector<float> logits = ref_run(prompt, OutputMode::kLastLogits);
-    std::vector<int32_t> want;
-    for (int i = 0; i < 8; ++i) {
-      want.push_back(s.sample(logits));
-      auto st = ref_state();
-      logits = ref_run(std::span<const int32_t>(&want.back(), 1), OutputMode::kLastLogits, &st);
-    }
-    EXPECT_EQ(g.tokens, want);
+    EXPECT_EQ(g.tokens, ref_generate(prompt, s, 8));
     const int argmax = counter->count(OutputMode::kLastArgmax) - argmax0;
     const int rows = counter->count(OutputMode::kLastLogits) - logits0;
     EXPECT_EQ(penalty == 0 ? argmax : rows, 8) << "one output a generated token";

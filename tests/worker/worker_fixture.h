@@ -14,6 +14,7 @@
 
 #include "clients/cpp/client.h"
 #include "engine/backend.h"
+#include "engine/sampler.h"
 #include "protocol/shm_ring.h"
 #include "tests/support/fixtures.h"
 #include "worker/server.h"
@@ -118,6 +119,19 @@ class WorkerTest : public ::testing::Test {
     std::vector<float> s(ref_->hparams().state_floats());
     ref_->read_state(0, s);
     return s;
+  }
+  // A generation by hand: the prompt, then n tokens each drawn by `sampler` and fed back.
+  std::vector<int32_t> ref_generate(std::span<const int32_t> prompt, engine::Sampler& sampler,
+                                    int n) {
+    std::vector<float> logits = ref_run(prompt, engine::OutputMode::kLastLogits);
+    std::vector<int32_t> out;
+    for (int i = 0; i < n; ++i) {
+      out.push_back(sampler.sample(logits));
+      const std::vector<float> st = ref_state();
+      logits =
+          ref_run(std::span<const int32_t>(&out.back(), 1), engine::OutputMode::kLastLogits, &st);
+    }
+    return out;
   }
 
   static uint64_t slots_used(client::Client& c) { return c.stats().find("slots_used")->as_uint(); }
