@@ -307,14 +307,14 @@ class VkBackendImpl final : public VkBackend {
       const auto* logits =
           reinterpret_cast<const float*>(base + forward_->readback_logits_offset());
       const uint32_t argmax_parts = Kernels::argmax_parts(hp_.n_vocab);
+      const auto* pairs =
+          reinterpret_cast<const uint32_t*>(base + forward_->readback_logits_offset());
       const auto copy_rows = [&](size_t r0, size_t r1, unsigned) {
         for (size_t i = r0; i < r1; ++i) {
           Tensor& t = out[rows[i].seq];
           if (batch[rows[i].seq].output == OutputMode::kLastArgmax) {
             const int32_t id =
-                argmax_only ? Kernels::argmax_of_parts(
-                                  reinterpret_cast<const uint32_t*>(logits) + 2 * argmax_parts * i,
-                                  argmax_parts)
+                argmax_only ? Kernels::argmax_of_parts(pairs + 2 * argmax_parts * i, argmax_parts)
                             : engine::argmax({logits + i * hp_.n_vocab, hp_.n_vocab});
             t.data.assign(1, static_cast<float>(id));
             continue;
