@@ -185,9 +185,10 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
   }
 
   // Field analysis: six forks of the document state, all batched. Each is fed its prompt and
-  // generates 8 greedy tokens (the 8th fed too), then a "\n" closing the answer runs in embedding
-  // mode: the same engine work as the worker does for the client-level figure (a generate with
-  // max_tokens 8 on the forked session, then a session embed of "\n").
+  // generates 8 greedy tokens, then the 8th and a "\n" closing the answer run in embedding mode:
+  // the same engine work as the worker does for the client-level figure (a generate with
+  // max_tokens 8 on the forked session, whose last token the session's next compute feeds, then a
+  // session embed of "\n").
   auto clamp_ids = [&](std::vector<int32_t> ids) {
     for (auto& id : ids) id = std::min<int32_t>(id, static_cast<int32_t>(hp.n_vocab) - 1);
     return ids;
@@ -209,14 +210,14 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
     std::vector<int32_t> next;
     for (const auto& t : res) next.push_back(static_cast<int32_t>(t.data[0]));
     auto gen = greedy(*b, slots, next, sizes.field_tokens - 1);
+    // The 8th token goes into the state with the closing "\n", in one forward, as the worker
+    // runs a session generate's last token with the session's next compute.
+    std::vector<std::vector<int32_t>> closing(batch.size());
     for (size_t i = 0; i < batch.size(); ++i) {
-      batch[i].tokens = {&next[i], 1};  // the 8th token goes into the state
-      batch[i].output = engine::OutputMode::kNone;
-    }
-    b->run(batch);
-    for (auto& in : batch) {
-      in.tokens = field_end;
-      in.output = engine::OutputMode::kLastEmbedding;
+      closing[i] = {next[i]};
+      closing[i].insert(closing[i].end(), field_end.begin(), field_end.end());
+      batch[i].tokens = closing[i];
+      batch[i].output = engine::OutputMode::kLastEmbedding;
     }
     b->run(batch);
     report.add("field_analysis.engine_ms", "ms", ms_since(t0));

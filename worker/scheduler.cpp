@@ -305,6 +305,15 @@ void Scheduler::run_control(Task& t) {
   post_(std::move(o));
 }
 
+bool Scheduler::settle(Session& s) {
+  if (s.deferred < 0) return true;
+  if (!sessions_.make_resident(s)) return false;
+  const engine::SequenceInput in{s.slot, {&s.deferred, 1}, engine::OutputMode::kNone};
+  backend_.run({&in, 1});
+  s.deferred = -1;
+  return true;
+}
+
 bool Scheduler::try_admit(Task& t) {
   if (t.cancelled) {
     if (!t.silent)
@@ -325,11 +334,22 @@ bool Scheduler::try_admit(Task& t) {
     }
     if (s->busy) return false;
     if (t.kind == Task::Kind::kControl) {
+      // The state read out must hold the deferred token: fed now.
+      if (t.job.req.op == Op::kSessionState && !settle(*s)) return false;
       run_control(t);
       t.done = true;
       return true;
     }
     if (!sessions_.make_resident(*s)) return false;
+    if (s->deferred >= 0) {
+      if (t.kind == Task::Kind::kForward) {
+        settle(*s);  // its output rows are the request's tokens alone
+      } else {
+        t.prompt.insert(t.prompt.begin(), s->deferred);
+        s->deferred = -1;
+        s->position -= 1;  // counted when it was deferred; counted again as this task feeds it
+      }
+    }
     s->busy = true;
     t.session = s;
     t.slot = s->slot;
@@ -529,8 +549,14 @@ void Scheduler::after_output(Task& t, const engine::Tensor& out, int32_t sampled
     if (t.job.req.stream) emit_chunk(t);
     return;
   }
-  // The state should include every generated token: feed the last one before replying.
-  if (t.session != nullptr || t.job.req.return_state) {
+  // The state should include every generated token. A session's last one waits for the
+  // session's next compute, which feeds it in the same forward (an agent's next turn, a field's
+  // closing embed); a returned state needs it now: fed before replying.
+  if (t.session != nullptr && !t.job.req.return_state) {
+    t.session->deferred = tok;
+    t.session->position += 1;
+    finish(t);
+  } else if (t.session != nullptr || t.job.req.return_state) {
     t.finishing = true;
   } else {
     finish(t);

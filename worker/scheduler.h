@@ -63,6 +63,9 @@ class Scheduler {
   void admit();
   bool try_admit(Task& t);
   void run_control(Task& t);
+  // Feeds the session's deferred token (Session::deferred) into its state now; false when no
+  // slot can hold the session yet.
+  bool settle(Session& s);
   void step();
   void dispatch_embeds();
   bool embeds_due(Clock::time_point now) const;

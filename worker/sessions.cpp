@@ -146,6 +146,7 @@ bool Sessions::make_resident(Session& s) {
 Session& Sessions::fork(Session& src) {
   Session& dst = open(src.owner, std::nullopt);
   dst.position = src.position;
+  dst.deferred = src.deferred;
   try {
     copy_into(src, dst);
   } catch (...) {
@@ -213,6 +214,7 @@ void Sessions::write_state(Session& s, std::span<const float> state) {
     s.where = Session::Where::kHost;
   }
   s.position = 0;
+  s.deferred = -1;
 }
 
 size_t Sessions::reap_idle(std::chrono::steady_clock::time_point now, std::chrono::seconds idle) {

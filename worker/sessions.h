@@ -40,6 +40,10 @@ struct Session {
   std::vector<float> host;  // valid when where == kHost
   bool busy = false;        // a compute task is running on it
   uint64_t position = 0;    // tokens consumed since open (or since set_state)
+  // A generate's last token, counted in `position` but not yet in the state: the session's next
+  // compute feeds it first, in its own forward (which saves the generate a forward of its own);
+  // reading the state settles it, a fork inherits it, set_state drops it. -1: none.
+  int32_t deferred = -1;
   std::chrono::steady_clock::time_point last_used;
 };
 

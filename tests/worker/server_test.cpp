@@ -145,6 +145,57 @@ TEST_F(WorkerTest, GreedyGenerationTakesTheEnginesArgmaxUnlessPenalised) {
   }
 }
 
+// A session generate's last token is not fed at once: the session's next compute (here the
+// field's closing embed) feeds it in its own forward, one forward fewer. What the client sees is
+// unchanged: the embedding, the position and the state after it are those of every token fed in
+// order, and a fork made in between inherits the token.
+TEST_F(WorkerTest, ASessionGenerateLeavesItsLastTokenToTheNextCompute) {
+  RWKVD_FIXTURE(model, kTiny);
+  ModeCounter* counter = nullptr;
+  wrap_backend_ = [&](std::unique_ptr<engine::Backend> b) -> std::unique_ptr<engine::Backend> {
+    auto m = std::make_unique<ModeCounter>(std::move(b));
+    counter = m.get();
+    return m;
+  };
+  start(model);
+  auto c = connect();
+  const auto doc = bytes_of("A short document about the weather.");
+  const auto field = bytes_of(" Subject:");
+  const auto end = bytes_of("\n");
+  const uint64_t s = c->session_open();
+  c->session_feed(s, Input{std::nullopt, doc});
+  client::GenerateOptions g;
+  g.sampling.max_tokens = 6;
+  g.sampling.temperature = 0;
+  const int state_only = counter->count(OutputMode::kNone);
+  const std::vector<int32_t> gen = c->generate(Input{std::nullopt, field}, g, {}, s).tokens;
+  ASSERT_EQ(gen.size(), 6u);
+  EXPECT_EQ(counter->count(OutputMode::kNone), state_only) << "the last token ran on its own";
+  const uint64_t f = c->session_fork(s);
+  std::vector<int32_t> all = doc;
+  all.insert(all.end(), field.begin(), field.end());
+  all.insert(all.end(), gen.begin(), gen.end());
+  const client::Tensor e = c->session_embed(s, Input{std::nullopt, end});
+  std::vector<int32_t> with_end = all;
+  with_end.insert(with_end.end(), end.begin(), end.end());
+  expect_near(e.data(), ref_run(with_end, OutputMode::kLastEmbedding), 1e-4f);
+  const client::Tensor st = c->session_state(s);
+  expect_near(st.data(), ref_state(), 1e-4f);
+  // The fork: its feed takes the inherited token first, and the position counts it once.
+  const auto more = bytes_of("!");
+  EXPECT_EQ(c->session_feed(f, Input{std::nullopt, more}), all.size() + more.size());
+  std::vector<int32_t> with_more = all;
+  with_more.insert(with_more.end(), more.begin(), more.end());
+  ref_run(with_more, OutputMode::kNone);
+  expect_near(c->session_state(f).data(), ref_state(), 1e-4f);
+  // A state read settles a deferred token on its own: a generate on the fork, then its state.
+  c->generate(Input{std::nullopt, end}, g, {}, f);
+  c->session_state(f);
+  EXPECT_EQ(counter->count(OutputMode::kNone), state_only + 2) << "the fork's feed, its read";
+  c->session_close(s);
+  c->session_close(f);
+}
+
 // One client, a document's session forked three ways, three generations in flight on one
 // connection (generate_all): the same tokens as one at a time, in the steps of one alone (the
 // worker batched them from the first step: its join window, generous here for a loaded machine,
