@@ -20,12 +20,7 @@ const char* const kTiny = kTinyWorkerModel;
 class FaultTest : public WorkerTest {
  protected:
   void start_faulty(const std::filesystem::path& model) {
-    wrap_backend_ = [this](std::unique_ptr<engine::Backend> b) -> std::unique_ptr<engine::Backend> {
-      auto f = std::make_unique<FaultyBackend>(std::move(b));
-      faulty_ = f.get();
-      return f;
-    };
-    start(model);
+    faulty_ = start_wrapped<FaultyBackend>(model);
   }
   FaultyBackend* faulty_ = nullptr;
 };

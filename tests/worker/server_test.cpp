@@ -110,26 +110,12 @@ class ModeCounter : public FaultyBackend {
   std::atomic<int> counts[8] = {};
 };
 
-// A worker whose backend counts the output modes it is asked for (counter_).
-class CountingWorkerTest : public WorkerTest {
- protected:
-  void start_counting(const std::filesystem::path& model) {
-    wrap_backend_ = [this](std::unique_ptr<engine::Backend> b) -> std::unique_ptr<engine::Backend> {
-      auto m = std::make_unique<ModeCounter>(std::move(b));
-      counter_ = m.get();
-      return m;
-    };
-    start(model);
-  }
-  ModeCounter* counter_ = nullptr;
-};
-
 // Greedy generation without penalties takes the engine's argmax (no logits row leaves it) and
 // picks what the logits' argmax picks; with a penalty the worker needs the logits and asks for
 // them. Both against the loop by hand.
-TEST_F(CountingWorkerTest, GreedyGenerationTakesTheEnginesArgmaxUnlessPenalised) {
+TEST_F(WorkerTest, GreedyGenerationTakesTheEnginesArgmaxUnlessPenalised) {
   RWKVD_FIXTURE(model, kTiny);
-  start_counting(model);
+  ModeCounter* const counter = start_wrapped<ModeCounter>(model);
   auto c = connect();
   const auto prompt = bytes_of("In the beginning");
   for (const float penalty : {0.0f, 1.5f}) {
@@ -138,16 +124,16 @@ TEST_F(CountingWorkerTest, GreedyGenerationTakesTheEnginesArgmaxUnlessPenalised)
     o.sampling.max_tokens = 8;
     o.sampling.temperature = 0;
     o.sampling.presence_penalty = penalty;
-    const int argmax0 = counter_->count(OutputMode::kLastArgmax);
-    const int logits0 = counter_->count(OutputMode::kLastLogits);
+    const int argmax0 = counter->count(OutputMode::kLastArgmax);
+    const int logits0 = counter->count(OutputMode::kLastLogits);
     const auto g = c->generate(Input{std::nullopt, prompt}, o);
     engine::SamplingParams p;
     p.temperature = 0;
     p.presence_penalty = penalty;
     engine::Sampler s(p);
     EXPECT_EQ(g.tokens, ref_generate(prompt, s, 8));
-    const int argmax = counter_->count(OutputMode::kLastArgmax) - argmax0;
-    const int rows = counter_->count(OutputMode::kLastLogits) - logits0;
+    const int argmax = counter->count(OutputMode::kLastArgmax) - argmax0;
+    const int rows = counter->count(OutputMode::kLastLogits) - logits0;
     EXPECT_EQ(penalty == 0 ? argmax : rows, 8) << "one output a generated token";
     EXPECT_EQ(penalty == 0 ? rows : argmax, 0);
   }
@@ -157,9 +143,9 @@ TEST_F(CountingWorkerTest, GreedyGenerationTakesTheEnginesArgmaxUnlessPenalised)
 // field's closing embed) feeds it in its own forward, one forward fewer. What the client sees is
 // unchanged: the embedding, the position and the state after it are those of every token fed in
 // order, and a fork made in between inherits the token.
-TEST_F(CountingWorkerTest, ASessionGenerateLeavesItsLastTokenToTheNextCompute) {
+TEST_F(WorkerTest, ASessionGenerateLeavesItsLastTokenToTheNextCompute) {
   RWKVD_FIXTURE(model, kTiny);
-  start_counting(model);
+  ModeCounter* const counter = start_wrapped<ModeCounter>(model);
   auto c = connect();
   const auto doc = bytes_of("A short document about the weather.");
   const auto field = bytes_of(" Subject:");
@@ -169,10 +155,10 @@ TEST_F(CountingWorkerTest, ASessionGenerateLeavesItsLastTokenToTheNextCompute) {
   client::GenerateOptions g;
   g.sampling.max_tokens = 6;
   g.sampling.temperature = 0;
-  const int state_only = counter_->count(OutputMode::kNone);
+  const int state_only = counter->count(OutputMode::kNone);
   const std::vector<int32_t> gen = c->generate(Input{std::nullopt, field}, g, {}, s).tokens;
   ASSERT_EQ(gen.size(), 6u);
-  EXPECT_EQ(counter_->count(OutputMode::kNone), state_only) << "the last token ran on its own";
+  EXPECT_EQ(counter->count(OutputMode::kNone), state_only) << "the last token ran on its own";
   const uint64_t f = c->session_fork(s);
   std::vector<int32_t> all = doc;
   all.insert(all.end(), field.begin(), field.end());
@@ -193,7 +179,7 @@ TEST_F(CountingWorkerTest, ASessionGenerateLeavesItsLastTokenToTheNextCompute) {
   // A state read settles a deferred token on its own: a generate on the fork, then its state.
   c->generate(Input{std::nullopt, end}, g, {}, f);
   c->session_state(f);
-  EXPECT_EQ(counter_->count(OutputMode::kNone), state_only + 2) << "the fork's feed, its read";
+  EXPECT_EQ(counter->count(OutputMode::kNone), state_only + 2) << "the fork's feed, its read";
   c->session_close(s);
   c->session_close(f);
 }

@@ -149,6 +149,21 @@ class WorkerTest : public ::testing::Test {
 
   // Set before start() to put something between the worker and its backend (fault injection).
   std::function<std::unique_ptr<engine::Backend>(std::unique_ptr<engine::Backend>)> wrap_backend_;
+  // Starts the worker on its backend wrapped in a W (a test double that forwards to it);
+  // returns the wrapper, which the worker owns.
+  template <class W>
+  W* start_wrapped(const std::filesystem::path& model) {
+    W* made = nullptr;
+    wrap_backend_ =
+        [&made](std::unique_ptr<engine::Backend> b) -> std::unique_ptr<engine::Backend> {
+      auto w = std::make_unique<W>(std::move(b));
+      made = w.get();
+      return w;
+    };
+    start(model);
+    wrap_backend_ = nullptr;  // it captured a local
+    return made;
+  }
   std::filesystem::path dir_;
   std::string endpoint_;
   std::unique_ptr<worker::Server> server_;
