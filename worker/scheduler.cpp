@@ -182,7 +182,8 @@ void Scheduler::accept(Job job) {
   if (op == Op::kSessionOpen) {
     Session* opened = nullptr;
     try {
-      opened = &sessions_.open(job.client, job.req.state);
+      // Moved, not copied: a 2.9B state is 21.6 MB, and this is the engine thread.
+      opened = &sessions_.open(job.client, std::move(job.req.state));
     } catch (const protocol::ProtocolError& e) {
       reply_error(job, e.code(), e.what());
       return;
