@@ -66,6 +66,13 @@ void write_cache_file(const std::string& path, const std::vector<char>& blob) {
   if (ec) std::filesystem::remove(tmp, ec);
 }
 
+// A pipeline's specialization constants as "a,b,c", for the log lines below.
+std::string spec_text(const std::vector<uint32_t>& spec) {
+  std::string out;
+  for (const uint32_t v : spec) out += (out.empty() ? "" : ",") + std::to_string(v);
+  return out;
+}
+
 // One stderr line per executable of pipeline p: the driver's statistics ($RWKVD_VK_PIPELINE_STATS).
 void print_statistics(const Device& dev, VkPipeline p, const Pipelines::Key& key) {
   const auto props = reinterpret_cast<PFN_vkGetPipelineExecutablePropertiesKHR>(
@@ -77,8 +84,7 @@ void print_statistics(const Device& dev, VkPipeline p, const Pipelines::Key& key
   pi.pipeline = p;
   uint32_t n = 0;
   if (props(dev.device(), &pi, &n, nullptr) != VK_SUCCESS) return;
-  std::string spec;
-  for (const uint32_t v : key.second) spec += (spec.empty() ? "" : ",") + std::to_string(v);
+  const std::string spec = spec_text(key.second);
   for (uint32_t e = 0; e < n; ++e) {
     VkPipelineExecutableInfoKHR ei{VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR};
     ei.pipeline = p;
@@ -168,8 +174,7 @@ VkPipeline Pipelines::get(const std::string& name, const std::vector<uint32_t>& 
   const auto t0 = std::chrono::steady_clock::now();
   const VkPipeline p = create(key);
   if (dev_.features().pipeline_stats) {  // a pipeline prepare() did not make: on the hot path
-    std::string values;
-    for (const uint32_t v : spec) values += (values.empty() ? "" : ",") + std::to_string(v);
+    const std::string values = spec_text(spec);
     std::fprintf(
         stderr, "rwkvd: pipeline %s {%s} made on first use in %.1f ms\n", name.c_str(),
         values.c_str(),
