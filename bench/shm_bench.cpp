@@ -133,36 +133,12 @@ BENCHMARK_CAPTURE(BM_RequestState, shm_input, true)
     ->Unit(benchmark::kMillisecond);
 
 // The worker's side alone: decoding a request whose state is a shared-memory input (the read
-// out of the client's object, which the worker then unlinks), the object written untimed.
+// out of the client's object, which the worker then unlinks), the object written untimed. Each
+// thread keeps its last `kept` states, as the worker's sessions keep theirs: a state freed at once
+// may come back from the allocator already faulted in, a session's does not.
 void BM_RequestStateDecode(benchmark::State& state) {
   using rwkvd::protocol::Request;
-  for (auto _ : state) {
-    state.PauseTiming();
-    Request req;
-    req.id = 1;
-    req.op = rwkvd::protocol::Op::kSessionOpen;
-    const rwkvd::protocol::ShmInput input(std::as_bytes(std::span(tensor())));
-    req.state_shm = Request::ShmInputRef{input.name(), input.bytes()};
-    const std::string bytes = rwkvd::protocol::encode_request(req);
-    state.ResumeTiming();
-    const Request got = rwkvd::protocol::decode_request(bytes);
-    benchmark::DoNotOptimize(got.state->data());
-  }
-  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(kBytes));
-}
-BENCHMARK(BM_RequestStateDecode)->Name("request/shm_input_decode")->Unit(benchmark::kMillisecond);
-// Four at once, as the worker's state readers take several clients' session_open.
-BENCHMARK(BM_RequestStateDecode)
-    ->Name("request/shm_input_decode")
-    ->Threads(4)
-    ->UseRealTime()
-    ->Unit(benchmark::kMillisecond);
-
-// The same, each thread keeping its last 8 states as the worker's sessions keep theirs (a state
-// freed at once may come back from the allocator already faulted in; a session's does not).
-void BM_RequestStateDecodeKept(benchmark::State& state) {
-  using rwkvd::protocol::Request;
-  std::vector<std::vector<float>> kept(8);
+  std::vector<std::vector<float>> kept(static_cast<size_t>(state.range(0)));
   size_t next = 0;
   for (auto _ : state) {
     state.PauseTiming();
@@ -172,16 +148,34 @@ void BM_RequestStateDecodeKept(benchmark::State& state) {
     const rwkvd::protocol::ShmInput input(std::as_bytes(std::span(tensor())));
     req.state_shm = Request::ShmInputRef{input.name(), input.bytes()};
     const std::string bytes = rwkvd::protocol::encode_request(req);
-    kept[next] = {};  // frees the oldest, untimed
+    if (!kept.empty()) kept[next] = {};  // frees the oldest, untimed
     state.ResumeTiming();
     Request got = rwkvd::protocol::decode_request(bytes);
-    kept[next] = std::move(*got.state);
-    next = (next + 1) % kept.size();
+    benchmark::DoNotOptimize(got.state->data());
+    if (!kept.empty()) {
+      kept[next] = std::move(*got.state);
+      next = (next + 1) % kept.size();
+    }
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(kBytes));
 }
-BENCHMARK(BM_RequestStateDecodeKept)
-    ->Name("request/shm_input_decode_kept")
+BENCHMARK(BM_RequestStateDecode)
+    ->Name("request/shm_input_decode")
+    ->ArgName("kept")
+    ->Arg(0)
+    ->Unit(benchmark::kMillisecond);
+// Several at once, as the worker's state readers take several clients' session_open.
+BENCHMARK(BM_RequestStateDecode)
+    ->Name("request/shm_input_decode")
+    ->ArgName("kept")
+    ->Arg(0)
+    ->Threads(4)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RequestStateDecode)
+    ->Name("request/shm_input_decode")
+    ->ArgName("kept")
+    ->Arg(8)
     ->Threads(1)
     ->Threads(6)
     ->UseRealTime()
