@@ -213,7 +213,9 @@ void main() {
       }
     }
     barrier();
-    // C: GroupNorm over the head, bonus, gate.
+    // C: GroupNorm over the head, bonus, gate. With kYHalf y goes out as its fp16 form alone
+    // (below), for an output product on tensor cores: no floats, and no h16.comp dispatch.
+    const bool y_half = (pc.flags & kYHalf) != 0u;
     for (uint tt = tid / NS; tt < pass_end; tt += lanes_tok) {
       const bool live = tt < nb;
       const uint o = (first + b0 + tt) * D + ch;
@@ -222,12 +224,20 @@ void main() {
       const float g = live ? (fused ? s_lg[tt * NS + c] : act[pc.g_off + o]) : 0.0;
       const float yo = wkv_finish(y, live, lnw, lnb, vb, g);
       if (live) {
-        act[pc.y_off + o] = yo;
-        s_y[tt * NS + c] = yo;  // for the int8 form (only this invocation reads this element)
+        if (!y_half) act[pc.y_off + o] = yo;
+        s_y[tt * NS + c] = yo;  // for the int8 or fp16 form
       }
     }
     barrier();  // the next block overwrites the shared arrays
-    if (pc.y_q8 != ~0u) {
+    if (y_half) {
+      // Two neighbouring channels a word (h16.comp's bits), D / 2 words a token.
+      for (uint i = tid; i < nb * (NS / 2u); i += WG) {
+        const uint tt = i / (NS / 2u), e = 2u * (i % (NS / 2u));
+        actu[pc.y_q8 + (first + b0 + tt) * (D / 2u) + (h * NS + e) / 2u] =
+            half_pair(vec2(s_y[tt * NS + e], s_y[tt * NS + e + 1u]));
+      }
+      barrier();
+    } else if (pc.y_q8 != ~0u) {
       // y's int8 form: runs of 16 channels (NS is a multiple of 16), 4 invocations each.
       const uint qr = q8_row_floats(D);
       for (uint i = tid; i < nb * (NS / 4u); i += WG) {

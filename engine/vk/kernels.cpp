@@ -835,7 +835,7 @@ void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& args, 
     throw EngineError("vk wkv: the LoRA up products need the subgroup kernel");
   }
   const bool y_half = (args.flags & kWkvYHalf) != 0;
-  if (y_half && (lora || !wkv_writes_h16(head_size, T) || args.y_q8 == kNoQ8)) {
+  if (y_half && (!wkv_writes_h16(head_size, T) || args.y_q8 == kNoQ8)) {
     throw EngineError("vk wkv: this kernel cannot write the fp16 form of y");
   }
   if (args.y_q8 != kNoQ8 && !y_half && !wkv_writes_q8(head_size)) {
@@ -884,9 +884,10 @@ bool Kernels::wkv_writes_q8(uint32_t head_size) const {
 }
 
 bool Kernels::wkv_writes_h16(uint32_t head_size, uint32_t T) const {
-  // (wkv_long_key() is empty unless the device runs the subgroup kernels.)
-  return T >= wkv_long_t_ && !wkv_long_key(head_size).first.empty() &&
-         dev_.features().subgroup_size % 2 == 0;
+  // wkv_sg.comp writes it at any T; a long chunk that wkv_long.comp takes has wkv_out.comp write
+  // it, pairing neighbouring channels by shuffles.
+  const bool on_long = T >= wkv_long_t_ && !wkv_long_key(head_size).first.empty();
+  return wkv_sg(head_size) && (!on_long || dev_.features().subgroup_size % 2 == 0);
 }
 
 void Kernels::out_ln(VkCommandBuffer cb, VkDescriptorSet set, const OutLnArgs& a) {

@@ -81,8 +81,8 @@ struct WkvArgs {
   // y's int8 form (shaders/q8.glsl) too, T rows at this act offset; see wkv_writes_q8().
   uint32_t y_q8 = kNoQ8;
 };
-// kWkvYHalf: y_q8 names y's fp16 form (h16.comp's), which a long chunk's wkv writes instead of
-// y's floats (see wkv_writes_h16()).
+// kWkvYHalf: y_q8 names y's fp16 form (h16.comp's), which wkv writes instead of y's floats, for
+// an output product on tensor cores (see wkv_writes_h16()).
 // kWkvLoraHalf << i (with kWkvLora): LoRA up weight i (w2, a2, g2, v2) is F16, not F32.
 constexpr uint32_t kWkvLayer0 = 1, kWkvLora = 2, kWkvYHalf = 4, kWkvLoraHalf = 1u << 24;
 
@@ -159,8 +159,8 @@ class Kernels {
   // Whether wkv() can write y's int8 form (WkvArgs::y_q8): the subgroup kernel, head sizes of
   // whole 16-element runs.
   bool wkv_writes_q8(uint32_t head_size) const;
-  // Whether wkv() of T tokens without kWkvLora can take kWkvYHalf: a long chunk, which
-  // wkv_out.comp finishes.
+  // Whether wkv() of T tokens can take kWkvYHalf (the subgroup kernels: wkv_sg.comp, or for a
+  // long chunk wkv_out.comp where subgroups pair channels).
   bool wkv_writes_h16(uint32_t head_size, uint32_t T) const;
 
   // Makes every earlier shader/transfer write visible to every later shader/transfer access.

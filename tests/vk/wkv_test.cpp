@@ -39,7 +39,7 @@ struct WkvResult {
 // Runs wkv over two heads of size N for `seqs` (their slots holding a random starting state;
 // with lora, wkv does the LoRA up products of ranks {32, 24, 16, 64} itself) in a fresh rig
 // (environment knobs as the caller set them) and checks y, v_first, the new states and y's int8
-// form against a CPU loop over the README's per-token math. With y_half (a long chunk: needs
+// form against a CPU loop over the README's per-token math. With y_half (where
 // Kernels::wkv_writes_h16) y comes out as its fp16 form alone, checked to fp16's rounding.
 // half_up: bit b, LoRA up weight b (w2, a2, g2, v2) is F16 (kWkvLoraHalf), as F16 files hold
 // a2, g2 and v2.
@@ -220,9 +220,12 @@ TEST(VkWkv, MatchesCpuRecurrence) {
   // 20 tokens span three of wkv_sg's 8-token blocks (two of the long variant's 12), the last one
   // partial; head sizes 64 and 32; two sequences of different lengths in swapped slots.
   const Seqs seqs{{1, 0}, {0, 3}, {3, 20}};
-  for (const uint32_t run : {0u, 1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u, 9u, 10u}) {
+  for (const uint32_t run : {0u, 1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u, 9u, 10u, 11u, 12u}) {
     const uint32_t layer0 = run & 1u;
-    const bool portable = run == 2 || run == 3, lora = run == 5 || run == 6 || run >= 9;
+    // Runs 11 and 12: y's fp16 form alone (kWkvYHalf), with and without the LoRA up phase.
+    const bool y_half = run >= 11;
+    const bool portable = run == 2 || run == 3,
+               lora = run == 5 || run == 6 || (run >= 9 && run != 12);
     const bool longv = run == 7 || run == 8;
     // Runs 9 and 10: F16 LoRA up weights, all four (layer 0, 4 lanes a channel), and mixed as F16
     // files hold them (a2, g2, v2 F16, w2 F32).
@@ -231,14 +234,14 @@ TEST(VkWkv, MatchesCpuRecurrence) {
     SCOPED_TRACE(std::string(portable ? "wkv.comp" : "wkv_sg.comp (where supported)") + " layer0 " +
                  std::to_string(layer0) + " head size " + std::to_string(N) +
                  (lora ? " LoRA up inside" : "") + (half_up != 0 ? " (F16 weights)" : "") +
-                 (longv ? " long-chunk variant" : ""));
+                 (longv ? " long-chunk variant" : "") + (y_half ? " y in fp16" : ""));
     if (portable) setenv("RWKVD_VK_WKV_PORTABLE", "1", 1);
     // Run 5: the default (8 where it fits).
     if (run == 6 || run == 9) setenv("RWKVD_VK_WKV_LANES", "4", 1);
     // The long-chunk variant at these 23 tokens: 16 invocations a channel, 12-token blocks.
     if (longv) setenv("RWKVD_VK_WKV_LONG_T", "1", 1);
     if (longv) setenv("RWKVD_VK_WKV_LONG_BLOCK", "12", 1);
-    run_and_check(seqs, N, layer0, lora, true, false, half_up);
+    run_and_check(seqs, N, layer0, lora, true, y_half, half_up);
     for (const char* v : {"RWKVD_VK_WKV_PORTABLE", "RWKVD_VK_WKV_LANES", "RWKVD_VK_WKV_LONG_T",
                           "RWKVD_VK_WKV_LONG_BLOCK"}) {
       unsetenv(v);
