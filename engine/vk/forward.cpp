@@ -84,6 +84,7 @@ ForwardBuffers ForwardBuffers::make(Device& dev, const Rwkv7Hparams& hp, uint32_
     a.h_y = region(D / 2);
     a.h_fx = region(D / 2);
     a.h_fh = region((hp.n_ffn + 7) / 8 * 4);
+    a.h_embd = region(D / 2);
     a.total = at;
   };
   // The activations are one storage buffer: fewer tokens per forward where the device's
@@ -536,12 +537,18 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
     profiler_.stamp(cb, prof, "out_ln");
     if (s.n_logit > 0) {
       Kernels::compute_barrier(cb);
-      if (reads_q8(head_, s.n_logit)) {  // the logit rows are a prefix of embd
+      // A few logit rows (5-16: a few sequences decoding) on tensor cores from embd's fp16 form
+      // rather than on the int8 kernel (H100, Q6_K 65536 x 2560 at 8 rows: 164 against 249 us);
+      // more keep reading the floats (their pipeline is made at load, Kernels::warm).
+      std::vector<MmGroup> head = head_;
+      if (kernels_.few_on_coopmat(s.n_logit)) head[0].slots[0].h16_off = a_.h_embd;
+      if (reads_q8(head, s.n_logit)) {  // the logit rows are a prefix of embd
         kernels_.quantize_q8(cb, base_set_, D, s.n_logit, a_.embd, a_.q_embd);
         profiler_.stamp(cb, prof, "q8 head");
         Kernels::compute_barrier(cb);
       }
-      record_mm(cb, head_, s.n_logit, prof);
+      record_half(cb, head, s.n_logit, prof);
+      record_mm(cb, head, s.n_logit, prof);
       if (s.argmax) {
         Kernels::compute_barrier(cb);
         kernels_.argmax(cb, base_set_, hp_.n_vocab, s.n_logit, a_.logits, a_.argmax);

@@ -42,7 +42,7 @@ struct ForwardShape {
 // tensor-core products: lerps (6), y, fx, fh. argmax: the logit rows' argmax parts.
 struct ActLayout {
   uint32_t x, lerp, save_a, save_f, r, k, v, hw, ha, hv, hg, wl, al, vl, g, vf, y, fx, fh, embd,
-      logits, argmax, q_lerp, q_y, q_fx, q_fh, q_embd, h_lerp, h_y, h_fx, h_fh;
+      logits, argmax, q_lerp, q_y, q_fx, q_fh, q_embd, h_lerp, h_y, h_fx, h_fh, h_embd;
   uint32_t total;
 };
 

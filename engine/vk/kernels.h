@@ -176,6 +176,9 @@ class Kernels {
   // Whether its tensor-core products take the inputs as two fp16 halves (F16 weights: float32's
   // precision, see mc.comp MC_SPLIT) rather than one.
   bool splits_inputs(GgmlType type) const;
+  // Whether products of T tokens of quantised weights take mcd.comp (tensor cores for a few
+  // tokens) where they have their inputs' fp16 form.
+  bool few_on_coopmat(uint32_t T) const;
 
   uint32_t dispatches() const { return dispatches_; }  // recorded so far (for reports/tests)
   // The variants this device gets ("decode_matvec", "tensor_cores", "wkv_subgroup", ...); what
@@ -223,10 +226,8 @@ class Kernels {
   std::string mc_name(GgmlType type, uint32_t rows, uint32_t tokens) const;
   // Its pipeline; x16: reading the inputs' fp16 form.
   Pipelines::Key mc_key(GgmlType type, uint32_t rows, uint32_t tokens, bool x16) const;
-  // Whether mcd.comp (tensor cores for a few tokens, reading fp16 inputs) runs at all here, and
-  // whether T tokens take it where the weights are quantised.
+  // Whether mcd.comp (tensor cores for a few tokens, reading fp16 inputs) runs at all here.
   bool mcd_on() const;
-  bool few_on_coopmat(uint32_t T) const;
   // Workgroups that share each mcd.comp tile, each over a part of K (1, 2 or 4): long rows with
   // few outputs (the ffn value product), by the shape alone; the parts' partial sums go to the
   // slots' scratch (MmSlot::part_off) and mc_sum.comp adds them.
