@@ -17,11 +17,6 @@ constexpr uint32_t kTileRows = 64, kTileTokens = 64;  // mt.comp and mc.comp BM,
 constexpr uint32_t kCoopmatK = 64;                    // mc.comp BK: K must be a multiple
 // mvf.comp products of at least this many weights take 4 subgroups a row (mvf_key()).
 constexpr uint64_t kMvfLargeWeights = uint64_t{16} << 20;
-// mvq.comp products of at least this many weights take workgroups of twice the subgroups, each
-// two rows at one token (Kernels::mvq_large). H100, one token, us, 1 row and 64 invocations /
-// 2 rows and 128 (K split in 4 where 10240): Q4_K 10240 -> 2560 12.6 / 11.7, Q6_K 10240 ->
-// 2560 18.5 / 17.4, Q6_K 2560 -> 65536 (the head) 91.9 / 83.2; 2560 -> 2560 stays (6.65 / 7.28).
-constexpr uint64_t kMvqLargeWeights = uint64_t{16} << 20;
 constexpr uint32_t kWkvBlock = 8;  // wkv_sg.comp TB: tokens per block (a multiple of 4)
 // Row slices of wkv_long.comp: at most 8 (8 rows, 32 invocations of phase B, for head size 64),
 // and at least 4 rows each; by default at most 2 (H100, Q4_K_M, doc state ms at 1 / 2 / 4 / 8
@@ -195,8 +190,6 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
     mv_rows_ = std::clamp(env_u32("RWKVD_VK_MV_ROWS", 0), 0u, 4u);
     mvq_pieces_ = std::clamp(env_u32("RWKVD_VK_MVQ_PIECES", 2), 1u, 8u);
     mvq_ksplit_ = env_u32("RWKVD_VK_MVQ_KSPLIT", 0);
-    const char* large = std::getenv("RWKVD_VK_MVQ_LARGE");
-    mvq_large_ = large != nullptr ? std::strtoull(large, nullptr, 10) : kMvqLargeWeights;
     mvf_ = env_u32("RWKVD_VK_MVF", 1) != 0;
     mvf_wg_ = env_u32("RWKVD_VK_MVF_WG", cpu ? wg_ : 0);
     if (mvf_wg_ > 0) mvf_wg_ = std::max(sg, std::bit_floor(std::min(mvf_wg_, kMvfMostWg)));
@@ -249,7 +242,6 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
       for (uint32_t tt = 1; tt <= mv_tokens(mv_max_t_, mv_tt_max_); tt *= 2) {
         keys.push_back(mv_key(t, tt, mv_rows()));
         if (reads_q8(t, tt)) keys.push_back(mvq_key(t, tt));
-        if (reads_q8(t, tt)) keys.push_back(mvq_key(t, tt, false, true));
         if (writes_q8(t, 32, 16, tt)) keys.push_back(mvq_key(t, tt, true));
       }
     }
@@ -300,17 +292,8 @@ uint32_t Kernels::mv_rows() const {
 // -> 6.1; Q6_K 10240 -> 2560 22.7 -> 17.2; the 65536-row head 93 -> 97), two for several tokens
 // (each decoded piece then meets twice the tokens' sums: Q4_K 2560 -> 10240 at 8 tokens 34 us
 // against 40 with one row).
-uint32_t Kernels::mvq_rows(uint32_t tokens, bool large) const {
-  return mv_rows_ > 0 ? mv_rows_ : tokens == 1 && !large ? 1 : 2;
-}
-
-uint32_t Kernels::mvq_wg(bool large) const {
-  return large ? 2 * mvq_wg_ : mvq_wg_;
-}
-
-bool Kernels::mvq_large(std::span<const MmSlot> slots) const {
-  return std::any_of(slots.begin(), slots.end(),
-                     [&](const MmSlot& s) { return uint64_t{s.K} * s.N >= mvq_large_; });
+uint32_t Kernels::mvq_rows(uint32_t tokens) const {
+  return mv_rows_ > 0 ? mv_rows_ : tokens == 1 ? 1 : 2;
 }
 
 uint32_t Kernels::row_groups(uint32_t max_n, uint32_t rows) const {
@@ -355,10 +338,9 @@ Pipelines::Key Kernels::mvf_key(GgmlType type, uint32_t max_n, uint64_t weights)
 
 // mvq.comp stages nothing, so its workgroup is the one-token size for any number of tokens;
 // the variant that writes its output's int8 form takes 16 rows a workgroup (whole runs).
-Pipelines::Key Kernels::mvq_key(GgmlType type, uint32_t tt, bool qout, bool large) const {
+Pipelines::Key Kernels::mvq_key(GgmlType type, uint32_t tt, bool qout) const {
   return {"mvq_" + weight_type_suffix(type),
-          {qout ? mvq_qout_wg(tt) : mvq_wg(large), tt, mvq_rows(tt, large), mvq_pieces_,
-           qout ? 1u : 0u}};
+          {qout ? mvq_qout_wg(tt) : mvq_wg_, tt, mvq_rows(tt), mvq_pieces_, qout ? 1u : 0u}};
 }
 
 uint32_t Kernels::shift_quads(uint32_t D) const {
@@ -377,8 +359,8 @@ uint32_t Kernels::mvq_qout_wg(uint32_t tokens) const {
 // A row of K inputs takes K / 32 pieces, U * subgroup size a step: a long row (K = 10240, five
 // steps) leaves its few subgroups (2560 rows) waiting out one load latency after another, so
 // subgroups of a workgroup share it while each keeps at least a whole step.
-uint32_t Kernels::mvq_ksplit(uint32_t K, bool large) const {
-  const uint32_t sg = dev_.features().subgroup_size, subgroups = mvq_wg(large) / sg;
+uint32_t Kernels::mvq_ksplit(uint32_t K) const {
+  const uint32_t sg = dev_.features().subgroup_size, subgroups = mvq_wg_ / sg;
   const uint32_t steps = K / 32 / (mvq_pieces_ * sg);
   uint32_t ks = mvq_ksplit_ > 0 ? mvq_ksplit_ : steps;
   ks = std::bit_floor(std::clamp(ks, 1u, subgroups));
@@ -756,19 +738,16 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     if (q8) {
       for (size_t i = 0; i < slots.size(); ++i) pc.x_off[i] = slots[i].q8_off;
     }
-    // (Large by the shape alone, as the split of K: a token's sums run in the same order at
-    // any T.)
-    const bool large = q8 && !qout && mvq_large(slots);
     if (q8 && !qout) {
       uint32_t k_min = UINT32_MAX;
       for (const MmSlot& sl : slots) k_min = std::min(k_min, sl.K);
-      pc.ksplit = mvq_ksplit(k_min, large);
+      pc.ksplit = mvq_ksplit(k_min);
     }
     const uint32_t mv_r = mv_rows();
-    const Pipelines::Key key = q8 ? mvq_key(type, tt, qout, large) : mv_key(type, tt, mv_r);
+    const Pipelines::Key key = q8 ? mvq_key(type, tt, qout) : mv_key(type, tt, mv_r);
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
-    const uint32_t rows = key.second[0] / dev_.features().subgroup_size / pc.ksplit *
-                          (q8 ? mvq_rows(tt, large) : mv_r);
+    const uint32_t rows =
+        key.second[0] / dev_.features().subgroup_size / pc.ksplit * (q8 ? mvq_rows(tt) : mv_r);
     vkCmdDispatch(cb, row_groups(max_n, rows), ceil_div(T, tt),
                   static_cast<uint32_t>(slots.size()));
     return;

@@ -120,8 +120,7 @@ class Kernels {
   bool writes_q8(GgmlType type, uint32_t K, uint32_t N, uint32_t T) const;
   // mvq.comp's split of K for rows of K inputs (pc.ksplit subgroups a row group): by the shape
   // alone, so that a token's sums run in the same order for any number of tokens.
-  // large: the split of a product that mvq_large() says is (its workgroups are larger).
-  uint32_t mvq_ksplit(uint32_t K, bool large = false) const;
+  uint32_t mvq_ksplit(uint32_t K) const;
   // The int8 form of x [T][K] at act offset x_off, to q_off (shaders/q8.comp); K % 32 == 0.
   void quantize_q8(VkCommandBuffer cb, VkDescriptorSet set, uint32_t K, uint32_t T, uint32_t x_off,
                    uint32_t q_off);
@@ -205,12 +204,8 @@ class Kernels {
   Pipelines::Key wkv_long_key(uint32_t head_size) const;
   // Row slices for a long chunk's wkv of n_head x n_seq (head, sequence) workgroups.
   uint32_t wkv_slices(uint32_t n_head, uint32_t head_size, uint32_t n_seq) const;
-  uint32_t mv_rows() const;  // mv.comp's rows a subgroup
-  // mvq.comp's rows per subgroup and workgroup size; large: for products of many weights
-  // (mvq_large()).
-  uint32_t mvq_rows(uint32_t tokens, bool large = false) const;
-  uint32_t mvq_wg(bool large) const;
-  bool mvq_large(std::span<const MmSlot> slots) const;
+  uint32_t mv_rows() const;                  // mv.comp's rows a subgroup
+  uint32_t mvq_rows(uint32_t tokens) const;  // mvq.comp's rows per subgroup
   uint32_t mv_wg(uint32_t tokens) const;
   // Workgroups along a product's rows, `rows` a workgroup: enough for max_n, within the device's
   // grid and max_row_groups_ (the row kernels' workgroups loop over the rest).
@@ -222,8 +217,7 @@ class Kernels {
   bool takes_mvf(GgmlType type, std::span<const MmSlot> slots, uint32_t T) const;
   Pipelines::Key mvf_key(GgmlType type, uint32_t max_n, uint64_t weights) const;
   // mvq.comp's; qout: the variant that also writes its output's int8 form (workgroups of 16 rows).
-  Pipelines::Key mvq_key(GgmlType type, uint32_t tokens, bool qout = false,
-                         bool large = false) const;
+  Pipelines::Key mvq_key(GgmlType type, uint32_t tokens, bool qout = false) const;
   // shift.comp's quads a lane for rows of D, and its pipeline.
   uint32_t shift_quads(uint32_t D) const;
   Pipelines::Key shift_key(uint32_t D) const;
@@ -285,8 +279,6 @@ class Kernels {
   // mvq.comp's pieces in flight per lane ($RWKVD_VK_MVQ_PIECES).
   uint32_t mvq_pieces_ = 2;
   uint32_t mvq_ksplit_ = 0;  // $RWKVD_VK_MVQ_KSPLIT: 1 never splits; 0 mvq_ksplit()'s rule
-  // Weights from which an mvq.comp product is large (mvq_large(); $RWKVD_VK_MVQ_LARGE).
-  uint64_t mvq_large_ = UINT64_MAX;
   // The tiled product (mt.comp) for T > mv_max_t_ and T >= mt_min_t_ ($RWKVD_VK_MT_MIN_T).
   uint32_t mt_min_t_ = 9;
   bool coopmat_ = false;     // the device has mc.comp's matrices (DeviceFeatures::coopmat)

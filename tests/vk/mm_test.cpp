@@ -449,25 +449,21 @@ TEST_P(VkMatmulQ8, MatchesReferenceOfItsInt8Inputs) {
     GTEST_SKIP() << "the device has no integer dot products (or no subgroups)";
   }
   // Slot 0 also writes its output's int8 form (N % 16 == 0) where the product can: not where
-  // it splits K, which the second pass forces ($RWKVD_VK_MVQ_KSPLIT) on the same cases. The third
-  // pass makes every product large (Kernels::mvq_large: larger workgroups, two rows a subgroup at
-  // one token), without the int8 output, which large products never write.
+  // it splits K, which the second pass forces ($RWKVD_VK_MVQ_KSPLIT) on the same cases.
   const uint32_t Ns[2] = {48, 7};
   bool split = false;
-  for (const char* pass : {"", "split", "large"}) {
-    const bool large = std::string(pass) == "large";
-    if (*pass != '\0') {
-      setenv(large ? "RWKVD_VK_MVQ_LARGE" : "RWKVD_VK_MVQ_KSPLIT", large ? "0" : "2", 1);
+  for (const char* ks : {"", "2"}) {
+    if (*ks != '\0') {
+      setenv("RWKVD_VK_MVQ_KSPLIT", ks, 1);
       rig.kernels = std::make_unique<engine::vk::Kernels>(*rig.dev, *rig.pipes);
-      unsetenv("RWKVD_VK_MVQ_LARGE");
       unsetenv("RWKVD_VK_MVQ_KSPLIT");
     }
     for (const auto& [T, K] :
          {std::pair{1u, 512u}, {3u, 1280u}, {11u, 512u}, {16u, 256u}, {10u, 1024u}, {1u, 1024u}}) {
-      const uint32_t parts = rig.kernels->mvq_ksplit(K, large);
+      const uint32_t parts = rig.kernels->mvq_ksplit(K);
       split = split || parts > 1;
       SCOPED_TRACE("T = " + std::to_string(T) + ", K = " + std::to_string(K) + ", K in " +
-                   std::to_string(parts) + " parts" + (large ? ", large" : ""));
+                   std::to_string(parts) + " parts");
       ASSERT_TRUE(rig.kernels->reads_q8(type, T));
       std::vector<float> wf[2], w0[2];
       for (int s = 0; s < 2; ++s) {
@@ -505,10 +501,8 @@ TEST_P(VkMatmulQ8, MatchesReferenceOfItsInt8Inputs) {
                     static_cast<uint32_t>(*engine::ggml_row_bytes(type, K)),
                     q_off};
       }
-      const bool qout = !large && rig.kernels->writes_q8(type, K, Ns[0], T);
-      if (!large) {
-        EXPECT_EQ(qout, parts == 1);
-      }
+      const bool qout = rig.kernels->writes_q8(type, K, Ns[0], T);
+      EXPECT_EQ(qout, parts == 1);
       if (qout) slots[0].yq_off = yq_off;
       rig.run([&](VkCommandBuffer cb) {
         rig.kernels->quantize_q8(cb, set, K, T, 0, q_off);
