@@ -39,7 +39,8 @@ struct ForwardShape {
 // Float offsets of the activation regions (each [T_cap][width]). The q_ regions hold the int8
 // form (shaders/q8.glsl) of the inputs of K-quant decode products: lerps (6, as lerp), y, fx, fh,
 // embd (the head's). The h_ regions hold the fp16 form (shaders/h16.comp) of the inputs of
-// tensor-core products: lerps (6), y, fx, fh. argmax: the logit rows' argmax parts.
+// tensor-core products: lerps (6), y, fx, fh, embd (the head's, at 5-16 logit rows). argmax: the
+// logit rows' argmax parts.
 struct ActLayout {
   uint32_t x, lerp, save_a, save_f, r, k, v, hw, ha, hv, hg, wl, al, vl, g, vf, y, fx, fh, embd,
       logits, argmax, q_lerp, q_y, q_fx, q_fh, q_embd, h_lerp, h_y, h_fx, h_fh, h_embd;
