@@ -8,11 +8,11 @@
 // Grid (T, slices): a single decoded token still spreads over D / 4 / WG workgroups, a quad of
 // channels a lane (the host picks the number of slices: one on CPU devices, where workgroups are
 // expensive).
-#include "common.glsl"
-#include "q8.glsl"
 #ifdef USE_SUBGROUP
 #extension GL_KHR_shader_subgroup_shuffle : require
 #endif
+#include "common.glsl"
+#include "q8.glsl"
 
 layout(local_size_x_id = 0) in;
 
@@ -74,22 +74,6 @@ Quad load_quad(uint q, uint t, uint sb, bool first, bool do_commit) {
   return p;
 }
 
-#ifdef USE_SUBGROUP
-// The int8 form (q8.glsl) of quad `quad` (0..3) of a run of 16 values whose four quads the four
-// consecutive invocations of this one's group of four hold (v: this one's), gathered by shuffles
-// (q8_store_quad's numbers: for quad 0 the shuffles' order by distance is the run's order).
-// Every invocation of the group must call it, in uniform control flow; live: whether it stores.
-void q8_store_sg(uint q_row, uint K, uint e0, vec4 v, uint quad, bool live) {
-  const vec4 r1 = subgroupShuffleXor(v, 1u), r2 = subgroupShuffleXor(v, 2u),
-             r3 = subgroupShuffleXor(v, 3u);
-  const vec4 m = max(max(abs(v), abs(r1)), max(abs(r2), abs(r3)));
-  const vec4 s4 = v + r1 + r2 + r3;  // only quad 0's is used
-  if (live) {
-    q8_store(q_row, K, e0, v, max(max(m.x, m.y), max(m.z, m.w)), (s4.x + s4.y) + (s4.z + s4.w),
-             quad);
-  }
-}
-#endif
 
 // Token t (workgroup x), quads q = tid + k * WG for k = slice, slice + slices, .. (workgroup y of
 // the slices): every workgroup computes the token's LayerNorm statistics over the whole row (a

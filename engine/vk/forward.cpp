@@ -48,9 +48,9 @@ ForwardBuffers ForwardBuffers::make(Device& dev, const Rwkv7Hparams& hp, uint32_
   // Activation regions, each [tc][width] floats.
   auto lay_out = [&](uint32_t tc) {
     uint32_t at = 0;
-    auto region = [&](uint32_t width) {
+    auto region = [&](uint32_t width) {  // starting at a multiple of 4 floats (16 bytes)
       const uint32_t o = at;
-      at += tc * width;
+      at += tc * ((width + 3) / 4 * 4);
       return o;
     };
     a.x = region(D);
@@ -520,6 +520,15 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
     return;
   }
   if (segment == L + 1) {
+    // A few logit rows (5-16: a few sequences decoding) on tensor cores from embd's fp16 form
+    // rather than on the int8 kernel (H100, Q6_K 65536 x 2560 at 8 rows: 164 against 249 us);
+    // more keep reading the floats (their pipeline is made at load, Kernels::warm).
+    std::vector<MmGroup> head = head_;
+    if (kernels_.few_on_coopmat(s.n_logit)) head[0].slots[0].h16_off = a_.h_embd;
+    // A head on the int8 kernel reads embd's int8 form, which out_ln writes where it can (the
+    // logit rows are a prefix of embd), else a q8.comp dispatch.
+    const bool head_q8 = s.n_logit > 0 && reads_q8(head, s.n_logit);
+    const bool ln_q8 = head_q8 && kernels_.out_ln_writes_q8(D);
     OutLnArgs o{D,
                 a_.x,
                 a_.embd,
@@ -532,17 +541,13 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
                 slot_floats,
                 a_.save_f,
                 (L - 1) * layer_floats + (N + 1) * row_floats,
-                hp_.ln_eps};
+                hp_.ln_eps,
+                ln_q8 ? a_.q_embd : kNoQ8};
     kernels_.out_ln(cb, base_set_, o);
     profiler_.stamp(cb, prof, "out_ln");
     if (s.n_logit > 0) {
       Kernels::compute_barrier(cb);
-      // A few logit rows (5-16: a few sequences decoding) on tensor cores from embd's fp16 form
-      // rather than on the int8 kernel (H100, Q6_K 65536 x 2560 at 8 rows: 164 against 249 us);
-      // more keep reading the floats (their pipeline is made at load, Kernels::warm).
-      std::vector<MmGroup> head = head_;
-      if (kernels_.few_on_coopmat(s.n_logit)) head[0].slots[0].h16_off = a_.h_embd;
-      if (reads_q8(head, s.n_logit)) {  // the logit rows are a prefix of embd
+      if (head_q8 && !ln_q8) {
         kernels_.quantize_q8(cb, base_set_, D, s.n_logit, a_.embd, a_.q_embd);
         profiler_.stamp(cb, prof, "q8 head");
         Kernels::compute_barrier(cb);

@@ -258,7 +258,7 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
     keys.push_back({"mc_sum", {kMcSumWg}});
   }
   keys.push_back(shift_key(n_embd));
-  keys.push_back({subgroup_variant("out_ln"), {row_wg_}});
+  keys.push_back(out_ln_key(n_embd));
   keys.push_back({"argmax", {kArgmaxWg}});
   if (wkv_sg(head_size)) {
     keys.push_back(wkv_key(head_size, 1, false, 0));
@@ -343,13 +343,13 @@ Pipelines::Key Kernels::mvq_key(GgmlType type, uint32_t tt, bool qout) const {
           {qout ? mvq_qout_wg(tt) : mvq_wg_, tt, mvq_rows(tt), mvq_pieces_, qout ? 1u : 0u}};
 }
 
-uint32_t Kernels::shift_quads(uint32_t D) const {
+uint32_t Kernels::row_quads(uint32_t D) const {
   return std::max(1u, ceil_div(D / 4, row_wg_));
 }
 
 // The _sg variant needs shuffles (the int8 form's runs); the other writes neither form.
 Pipelines::Key Kernels::shift_key(uint32_t D) const {
-  return {dev_.features().subgroup_shuffle ? "shift_sg" : "shift", {row_wg_, shift_quads(D)}};
+  return {dev_.features().subgroup_shuffle ? "shift_sg" : "shift", {row_wg_, row_quads(D)}};
 }
 
 uint32_t Kernels::mvq_qout_wg(uint32_t tokens) const {
@@ -816,7 +816,7 @@ void Kernels::shift(VkCommandBuffer cb, VkDescriptorSet set, const ShiftArgs& a,
   }
   const Pipelines::Key key = shift_key(a.D);
   bind(cb, set, pipes_.get(key.first, key.second), &a, sizeof(a));
-  vkCmdDispatch(cb, T, row_slices_ ? shift_quads(a.D) : 1, 1);
+  vkCmdDispatch(cb, T, row_slices_ ? row_quads(a.D) : 1, 1);
 }
 
 void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& args, uint32_t n_head,
@@ -890,8 +890,25 @@ bool Kernels::wkv_writes_h16(uint32_t head_size, uint32_t T) const {
   return wkv_sg(head_size) && (!on_long || dev_.features().subgroup_size % 2 == 0);
 }
 
+Pipelines::Key Kernels::out_ln_key(uint32_t D) const {
+  const bool sg = dev_.features().subgroup_arith && dev_.features().subgroup_shuffle;
+  return {sg ? "out_ln_sg" : "out_ln", {row_wg_, row_quads(D)}};
+}
+
+bool Kernels::out_ln_writes_q8(uint32_t D) const {
+  return out_ln_key(D).first == "out_ln_sg" && D % 16 == 0 && row_wg_ % 16 == 0;
+}
+
 void Kernels::out_ln(VkCommandBuffer cb, VkDescriptorSet set, const OutLnArgs& a) {
-  bind(cb, set, pipes_.get(subgroup_variant("out_ln"), {row_wg_}), &a, sizeof(a));
+  // out_ln.comp reads and writes quads of channels as 16-byte words.
+  for (const uint32_t at : {a.D, a.x_off, a.embd_off, a.norm_w, a.norm_b}) {
+    if (at % 4 != 0) throw EngineError("vk out_ln: sizes and offsets must be multiples of 4");
+  }
+  if (a.q8_off != kNoQ8 && !out_ln_writes_q8(a.D)) {
+    throw EngineError("vk out_ln: this kernel cannot write the int8 form of its rows");
+  }
+  const Pipelines::Key key = out_ln_key(a.D);
+  bind(cb, set, pipes_.get(key.first, key.second), &a, sizeof(a));
   vkCmdDispatch(cb, std::max(a.n_out, a.n_seq), 1, 1);
 }
 

@@ -95,6 +95,9 @@ struct OutLnArgs {
   uint32_t D, x_off, embd_off, norm_w, norm_b, n_out, n_seq, meta_seq, meta_out, slot_floats,
       commit_src, commit_row;
   float eps;
+  // The embd rows' int8 form too (shaders/q8.glsl), n_out rows at this act offset, for a head
+  // that reads it (out_ln_writes_q8()).
+  uint32_t q8_off = kNoQ8;
 };
 
 class Kernels {
@@ -148,6 +151,9 @@ class Kernels {
   // kernel, ranks its phase L holds; $RWKVD_VK_FUSE_LORA=0 says no, for comparisons).
   bool wkv_fuses_lora(uint32_t head_size, uint32_t lora_ranks) const;
   void out_ln(VkCommandBuffer cb, VkDescriptorSet set, const OutLnArgs& a);
+  // Whether out_ln() can write the int8 form of rows of D (OutLnArgs::q8_off): its subgroup
+  // variant, whole runs of 16.
+  bool out_ln_writes_q8(uint32_t D) const;
   // The largest of each of `rows` rows of n floats at act offset src (argmax.comp): each row
   // as argmax_parts(n) (value bits, index) pairs at act offset dst, row after row, for
   // argmax_of_parts() to merge on the host.
@@ -219,7 +225,8 @@ class Kernels {
   // mvq.comp's; qout: the variant that also writes its output's int8 form (workgroups of 16 rows).
   Pipelines::Key mvq_key(GgmlType type, uint32_t tokens, bool qout = false) const;
   // shift.comp's quads a lane for rows of D, and its pipeline.
-  uint32_t shift_quads(uint32_t D) const;
+  uint32_t row_quads(uint32_t D) const;  // (shift.comp's and out_ln.comp's)
+  Pipelines::Key out_ln_key(uint32_t D) const;
   Pipelines::Key shift_key(uint32_t D) const;
   uint32_t mvq_qout_wg(uint32_t tokens) const;
   // mc.comp's pipeline for a tile of `rows` (64 or 128) rows by `tokens` (64 or 32) tokens.

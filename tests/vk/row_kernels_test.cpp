@@ -1,6 +1,6 @@
-// embed (dequantized row + LayerNorm), shift (LN + token shift + lerps) and out_ln against
-// straightforward CPU loops on random data; argmax against engine::argmax on rows made to hold
-// ties, NaN and infinities.
+// embed (dequantized row + LayerNorm), shift (LN + token shift + lerps) and out_ln (LN, commit,
+// int8 form) against straightforward CPU loops on random data; argmax against engine::argmax on
+// rows made to hold ties, NaN and infinities.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -117,6 +117,80 @@ namespace rwkvd::test {
 namespace {
 
 void check_shift(bool forms);
+
+// out_ln: the LayerNorm of each output row (the batch description's out rows pick tokens of x),
+// each sequence's pending channel-mix shift (its last token's) committed into its slot, and with
+// subgroups the rows' int8 form too, which the variant without them refuses.
+void check_out_ln(bool forms) {
+  VkRig rig;
+  const uint64_t errors = Device::validation_errors();
+  const uint32_t D = 96, T = 5, n_out = 3, slot_floats = 4 * D, commit_row = 2 * D;
+  const uint32_t seq_slot[2] = {1, 0}, seq_first[2] = {0, 3}, seq_n[2] = {3, 2};
+  const uint32_t out_tok[n_out] = {4, 1, 2};
+  rig.make(rig.meta, 4 * T + 8 + n_out);
+  auto* meta = rig.ptr<uint32_t>(rig.meta);
+  for (uint32_t s = 0; s < 2; ++s) {
+    meta[4 * T + 4 * s] = seq_slot[s];
+    meta[4 * T + 4 * s + 1] = seq_first[s];
+    meta[4 * T + 4 * s + 2] = seq_n[s];
+  }
+  for (uint32_t i = 0; i < n_out; ++i) meta[4 * T + 8 + i] = out_tok[i];
+  const std::vector<float> vec = random_floats(2 * D, 7);  // norm w, norm b
+  rig.make(rig.vecs, vec.size());
+  std::memcpy(rig.vecs.mapped(), vec.data(), vec.size() * 4);
+  const std::vector<float> state0 = random_floats(2 * slot_floats, 8);
+  rig.make(rig.state, state0.size());
+  std::memcpy(rig.state.mapped(), state0.data(), state0.size() * 4);
+  // act: x [T][D], embd [n_out][D], the commit source [T][D], embd's int8 form [n_out] rows
+  const uint32_t embd_off = T * D, src_off = embd_off + n_out * D, q8_off = src_off + T * D;
+  const std::vector<float> act0 = random_floats(q8_off, 9, -3, 3);
+  rig.make(rig.act, q8_off + n_out * engine::vk::q8_row_floats(D));
+  std::memcpy(rig.act.mapped(), act0.data(), act0.size() * 4);
+  const VkDescriptorSet set = rig.set();
+  engine::vk::OutLnArgs a{D,     0,         embd_off,    0,       D,          n_out, 2,
+                          4 * T, 4 * T + 8, slot_floats, src_off, commit_row, 1e-5f};
+  ASSERT_EQ(rig.kernels->out_ln_writes_q8(D), forms);
+  if (forms) a.q8_off = q8_off;
+  rig.run([&](VkCommandBuffer cb) { rig.kernels->out_ln(cb, set, a); });
+  if (!forms) {
+    engine::vk::OutLnArgs b = a;
+    b.q8_off = q8_off;
+    EXPECT_THROW(rig.kernels->out_ln(VK_NULL_HANDLE, set, b), engine::EngineError);
+  }
+  const float* act = rig.ptr<float>(rig.act);
+  for (uint32_t i = 0; i < n_out; ++i) {
+    const auto want = layer_norm(&act0[out_tok[i] * D], &vec[0], &vec[D], D, 1e-5f);
+    for (uint32_t c = 0; c < D; ++c) {
+      ASSERT_NEAR(act[embd_off + i * D + c], want[c], 1e-5) << "row " << i << " channel " << c;
+    }
+  }
+  const float* st = rig.ptr<float>(rig.state);
+  for (uint32_t s = 0; s < 2; ++s) {
+    const uint32_t last = seq_first[s] + seq_n[s] - 1;
+    for (uint32_t f = 0; f < slot_floats; ++f) {
+      const bool committed = f >= commit_row && f < commit_row + D;
+      const float want = committed ? act0[src_off + last * D + f - commit_row]
+                                   : state0[seq_slot[s] * slot_floats + f];
+      ASSERT_EQ(st[seq_slot[s] * slot_floats + f], want) << "sequence " << s << " float " << f;
+    }
+  }
+  if (forms) {
+    SCOPED_TRACE("embd's int8 form");
+    std::vector<float> xq(n_out * D);
+    check_q8_form(rig.ptr<std::byte>(rig.act), q8_off, act + embd_off, xq.data(), n_out, D);
+  }
+  RWKVD_EXPECT_NO_VALIDATION_ERRORS(errors);
+}
+
+TEST(VkRowKernels, OutLnNormsRowsCommitsAndWritesTheirInt8Form) {
+  for (const bool subgroups : {true, false}) {
+    SCOPED_TRACE(subgroups ? "subgroups" : "no subgroups");
+    if (!subgroups) setenv("RWKVD_VK_NO_SUBGROUP", "1", 1);
+    check_out_ln(subgroups);
+    unsetenv("RWKVD_VK_NO_SUBGROUP");
+    if (HasFatalFailure()) return;
+  }
+}
 
 // Two sequences (slots 1 and 0) of 3 and 2 tokens: LayerNorm, token shift from the slot's row
 // at each sequence's first position and from the previous token after, six lerps, the saved
