@@ -74,7 +74,7 @@ ForwardBuffers ForwardBuffers::make(Device& dev, const Rwkv7Hparams& hp, uint32_
     a.fh = region(hp.n_ffn);
     a.embd = region(D);
     a.logits = region(hp.n_vocab);
-    a.argmax = region((2 * Kernels::argmax_parts(hp.n_vocab) + 3) / 4 * 4);
+    a.argmax = region(2 * Kernels::argmax_parts(hp.n_vocab));
     a.q_lerp = region(6 * q8_row_floats(D));
     a.q_y = region(q8_row_floats(D));
     a.q_fx = region(q8_row_floats(D));
@@ -83,7 +83,7 @@ ForwardBuffers ForwardBuffers::make(Device& dev, const Rwkv7Hparams& hp, uint32_
     a.h_lerp = region(6 * (D / 2));
     a.h_y = region(D / 2);
     a.h_fx = region(D / 2);
-    a.h_fh = region((hp.n_ffn + 7) / 8 * 4);
+    a.h_fh = region((hp.n_ffn + 1) / 2);
     a.h_embd = region(D / 2);
     a.total = at;
   };

@@ -890,13 +890,16 @@ bool Kernels::wkv_writes_h16(uint32_t head_size, uint32_t T) const {
   return wkv_sg(head_size) && (!on_long || dev_.features().subgroup_size % 2 == 0);
 }
 
+bool Kernels::out_ln_sg() const {
+  return dev_.features().subgroup_arith && dev_.features().subgroup_shuffle;
+}
+
 Pipelines::Key Kernels::out_ln_key(uint32_t D) const {
-  const bool sg = dev_.features().subgroup_arith && dev_.features().subgroup_shuffle;
-  return {sg ? "out_ln_sg" : "out_ln", {row_wg_, row_quads(D)}};
+  return {out_ln_sg() ? "out_ln_sg" : "out_ln", {row_wg_, row_quads(D)}};
 }
 
 bool Kernels::out_ln_writes_q8(uint32_t D) const {
-  return out_ln_key(D).first == "out_ln_sg" && D % 16 == 0 && row_wg_ % 16 == 0;
+  return out_ln_sg() && D % 16 == 0 && row_wg_ % 16 == 0;
 }
 
 void Kernels::out_ln(VkCommandBuffer cb, VkDescriptorSet set, const OutLnArgs& a) {

@@ -224,10 +224,12 @@ class Kernels {
   Pipelines::Key mvf_key(GgmlType type, uint32_t max_n, uint64_t weights) const;
   // mvq.comp's; qout: the variant that also writes its output's int8 form (workgroups of 16 rows).
   Pipelines::Key mvq_key(GgmlType type, uint32_t tokens, bool qout = false) const;
-  // shift.comp's quads a lane for rows of D, and its pipeline.
-  uint32_t row_quads(uint32_t D) const;  // (shift.comp's and out_ln.comp's)
-  Pipelines::Key out_ln_key(uint32_t D) const;
+  // The quads a lane of shift.comp and out_ln.comp holds of a row of D, and their pipelines;
+  // out_ln.comp's subgroup variant (reductions and the int8 form's shuffles) where it runs.
+  uint32_t row_quads(uint32_t D) const;
   Pipelines::Key shift_key(uint32_t D) const;
+  bool out_ln_sg() const;
+  Pipelines::Key out_ln_key(uint32_t D) const;
   uint32_t mvq_qout_wg(uint32_t tokens) const;
   // mc.comp's pipeline for a tile of `rows` (64 or 128) rows by `tokens` (64 or 32) tokens.
   std::string mc_name(GgmlType type, uint32_t rows, uint32_t tokens) const;
