@@ -49,9 +49,10 @@ struct LoadStats {
   double usable_ms = 0;
   double resident_ms = 0;
   // Parts of usable_ms on a GPU (0 elsewhere), in order: open -> device ready (instance,
-  // driver); the pipeline cache read from disk; the weights' device memory and the upload's
-  // staging and thread; the forward's set-up (descriptors, the pipelines and buffers that were
-  // not ready yet). The rest: state transfer buffers, command pool.
+  // driver); the pipeline cache read from disk (both 0 on a device kept from earlier loads); the
+  // weights' device memory and the upload's staging and thread; the forward's set-up
+  // (descriptors, the pipelines and buffers that were not ready yet). The rest: state transfer
+  // buffers, command pool.
   double device_ms = 0;
   double pipeline_cache_ms = 0;
   double weights_setup_ms = 0;

@@ -7,20 +7,42 @@
 #endif
 
 namespace rwkvd::tools {
+namespace {
+
+void check_device(const std::string& device) {
+  if (device != "cpu" && device != "gpu") {
+    throw std::runtime_error("unknown device '" + device + "' (cpu or gpu)");
+  }
+#ifndef RWKVD_HAVE_VULKAN
+  if (device == "gpu") {
+    throw std::runtime_error("--device gpu: not implemented yet (this build has no Vulkan engine)");
+  }
+#endif
+}
+
+}  // namespace
+
+std::shared_ptr<engine::VkContext> open_gpu_context(const std::string& device) {
+  check_device(device);
+#ifdef RWKVD_HAVE_VULKAN
+  if (device == "gpu") return engine::make_vk_context();
+#endif
+  return nullptr;
+}
 
 std::unique_ptr<engine::Backend> open_backend(const std::string& model_path,
                                               const std::string& device,
-                                              const engine::BackendOptions& options) {
+                                              const engine::BackendOptions& options,
+                                              std::shared_ptr<engine::VkContext> gpu) {
+  check_device(device);
   auto model = engine::Rwkv7Model::load(model_path);
   if (device == "cpu") return engine::make_cpu_backend(std::move(model), options);
-  if (device == "gpu") {
 #ifdef RWKVD_HAVE_VULKAN
-    return engine::make_vk_backend(std::move(model), options);
+  return engine::make_vk_backend(std::move(model), options, std::move(gpu));
 #else
-    throw std::runtime_error("--device gpu: not implemented yet (this build has no Vulkan engine)");
+  (void)gpu;
+  return nullptr;  // check_device() threw
 #endif
-  }
-  throw std::runtime_error("unknown device '" + device + "' (cpu or gpu)");
 }
 
 }  // namespace rwkvd::tools

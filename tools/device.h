@@ -5,10 +5,20 @@
 
 #include "engine/backend.h"
 
+namespace rwkvd::engine {
+class VkContext;  // engine/vk/context.h
+}
+
 namespace rwkvd::tools {
 
+// The GPU device for open_backend() to keep across loads ("gpu" only; null for "cpu"). Throws
+// when this build has no Vulkan engine or the machine no device.
+std::shared_ptr<engine::VkContext> open_gpu_context(const std::string& device);
+
+// `gpu`: a context from open_gpu_context(), or null for a device made by this load.
 std::unique_ptr<engine::Backend> open_backend(const std::string& model_path,
                                               const std::string& device,
-                                              const engine::BackendOptions& options);
+                                              const engine::BackendOptions& options,
+                                              std::shared_ptr<engine::VkContext> gpu = nullptr);
 
 }  // namespace rwkvd::tools

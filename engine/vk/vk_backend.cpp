@@ -13,6 +13,7 @@
 #include "engine/error.h"
 #include "engine/sampler.h"
 #include "engine/vk/commands.h"
+#include "engine/vk/context.h"
 #include "engine/vk/device.h"
 #include "engine/vk/forward.h"
 #include "engine/vk/pipelines.h"
@@ -38,15 +39,21 @@ bool wants_all(OutputMode m) {
 
 class VkBackendImpl final : public VkBackend {
  public:
-  VkBackendImpl(std::shared_ptr<const Rwkv7Model> model, const BackendOptions& opt)
+  VkBackendImpl(std::shared_ptr<const Rwkv7Model> model, const BackendOptions& opt,
+                std::shared_ptr<VkContext> context)
       : model_(std::move(model)), opt_(opt), hp_(model_->hparams()), open_(Clock::now()) {
     if (opt_.n_slots == 0 || opt_.max_chunk == 0) {
       throw EngineError("vulkan: n_slots and max_chunk must be positive");
     }
-    dev_ = std::make_unique<Device>();
-    device_s_ = seconds_since_open();
-    pipes_ = std::make_unique<Pipelines>(*dev_);
-    pipeline_cache_s_ = seconds_since_open() - device_s_;
+    if (context == nullptr) {  // a device of its own: its making is part of this load
+      context_ = std::make_shared<VkContext>();
+      device_s_ = context_->device_seconds();
+      pipeline_cache_s_ = context_->pipeline_cache_seconds();
+    } else {
+      context_ = std::move(context);
+    }
+    dev_ = &context_->device();
+    pipes_ = &context_->pipelines();
     // The pipelines depend only on the device and the model's types, the forward's buffers on
     // its shape: both are made on other threads while the weights' memory is set up and the
     // upload starts, instead of after.
@@ -415,8 +422,9 @@ class VkBackendImpl final : public VkBackend {
          readback_s_ = 0;
   uint32_t late_pipelines_ = 0;
   // Declaration order is destruction order reversed: the device outlives everything on it.
-  std::unique_ptr<Device> dev_;
-  std::unique_ptr<Pipelines> pipes_;
+  std::shared_ptr<VkContext> context_;
+  Device* dev_ = nullptr;       // context_'s
+  Pipelines* pipes_ = nullptr;  // context_'s
   std::unique_ptr<WeightStore> weights_;
   std::unique_ptr<Uploader> uploader_;
   std::unique_ptr<Forward> forward_;
@@ -428,9 +436,14 @@ class VkBackendImpl final : public VkBackend {
 
 }  // namespace
 
+std::shared_ptr<VkContext> make_vk_context() {
+  return std::make_shared<VkContext>();
+}
+
 std::unique_ptr<VkBackend> make_vk_backend(std::shared_ptr<const Rwkv7Model> model,
-                                           const BackendOptions& options) {
-  return std::make_unique<VkBackendImpl>(std::move(model), options);
+                                           const BackendOptions& options,
+                                           std::shared_ptr<VkContext> context) {
+  return std::make_unique<VkBackendImpl>(std::move(model), options, std::move(context));
 }
 
 }  // namespace rwkvd::engine

@@ -24,9 +24,17 @@ class VkBackend : public Backend {
   virtual size_t pipelines_made() const = 0;
 };
 
-// Opens the model on the device chosen by $RWKVD_DEVICE (see engine/vk/device.h). Returns once
-// the backend is usable; weights keep streaming in the background and run() waits per layer.
+// The device chosen by $RWKVD_DEVICE (see engine/vk/device.h) with its pipelines
+// (engine/vk/context.h): made once, it may hold every model a process opens, one after another
+// or at the same time. Throws EngineError when there is no usable device.
+class VkContext;
+std::shared_ptr<VkContext> make_vk_context();
+
+// Opens the model on `context`, or on a device of its own when that is null (its making then
+// counts in load_stats()). Returns once the backend is usable; weights keep streaming in the
+// background and run() waits per layer.
 std::unique_ptr<VkBackend> make_vk_backend(std::shared_ptr<const Rwkv7Model> model,
-                                           const BackendOptions& options = {});
+                                           const BackendOptions& options = {},
+                                           std::shared_ptr<VkContext> context = nullptr);
 
 }  // namespace rwkvd::engine
