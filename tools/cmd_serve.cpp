@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -75,7 +76,13 @@ auto with_progress(const std::string& what, F&& fn) {
   }
 }
 
+double ms_between(std::chrono::steady_clock::time_point a,
+                  std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
 void run_serve(ServeArgs& a) {
+  const auto start = std::chrono::steady_clock::now();
   auto logger = spdlog::stderr_color_mt("rwkvd");
   spdlog::set_default_logger(logger);
   spdlog::set_level(spdlog::level::from_str(a.log_level));
@@ -89,12 +96,19 @@ void run_serve(ServeArgs& a) {
   bo.n_slots = a.slots;
   bo.n_threads = a.threads;
   bo.max_chunk = a.max_chunk;
-  auto backend =
-      with_progress("loading the model", [&] { return open_backend(a.model, a.device, bo); });
-  auto gguf = engine::GgufFile::open(a.model);
-  auto codec = worker::make_world_codec(*gguf);
+  // The GPU device (instance and driver: ~150 ms on an H100) and the tokenizer's tables (tens
+  // of ms; they need only the file) are made on threads of their own, beside each other and the
+  // model's parse, not one after another.
+  auto gpu = std::async(std::launch::async, [&] { return open_gpu_context(a.device); });
+  auto codec = std::async(std::launch::async, [&] {
+    const auto gguf = engine::GgufFile::open(a.model);
+    return worker::make_world_codec(*gguf);
+  });
+  auto backend = with_progress("loading the model",
+                               [&] { return open_backend(a.model, a.device, bo, gpu.get()); });
+  const auto loaded = std::chrono::steady_clock::now();
   worker::Server server(
-      std::move(backend), codec, a.opt,
+      std::move(backend), codec.get(), a.opt,
       worker::ModelInfo{std::filesystem::path(a.model).stem().string(), a.model, file_bytes});
   server.bind();
   g_server = &server;
@@ -104,7 +118,10 @@ void run_serve(ServeArgs& a) {
   ::sigaction(SIGINT, &sa, nullptr);
   ::sigaction(SIGTERM, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
-  std::fprintf(stderr, "rwkvd: ready on %s\n", server.endpoint().c_str());
+  const auto ready = std::chrono::steady_clock::now();
+  std::fprintf(stderr, "rwkvd: ready on %s in %.0f ms (the model %.0f, then the server %.0f)\n",
+               server.endpoint().c_str(), ms_between(start, ready), ms_between(start, loaded),
+               ms_between(loaded, ready));
   server.run();
   g_server = nullptr;
 }
