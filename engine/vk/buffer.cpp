@@ -1,14 +1,45 @@
 #include "engine/vk/buffer.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <utility>
 
 #include "engine/vk/vk_check.h"
 
 namespace rwkvd::engine::vk {
+namespace {
+
+// $RWKVD_VK_ALLOC_TRACE=1: a stderr line per buffer made (its size, kind and time: where a
+// load's set-up goes, the driver's part of it).
+bool trace_allocations() {
+  static const bool on = [] {
+    const char* v = std::getenv("RWKVD_VK_ALLOC_TRACE");
+    return v != nullptr && v[0] == '1';
+  }();
+  return on;
+}
+
+const char* kind_name(MemKind k) {
+  switch (k) {
+    case MemKind::kDevice:
+      return "device";
+    case MemKind::kUpload:
+      return "upload";
+    case MemKind::kReadback:
+      return "readback";
+    case MemKind::kDeviceMapped:
+      return "device-mapped";
+  }
+  return "?";
+}
+
+}  // namespace
 
 Buffer::Buffer(Device& dev, VkDeviceSize size, MemKind kind, bool upload_target)
     : dev_(dev.device()), size_(size) {
+  const auto start = std::chrono::steady_clock::now();
   VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bci.size = std::max<VkDeviceSize>(size, 16);
   bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
@@ -54,6 +85,12 @@ Buffer::Buffer(Device& dev, VkDeviceSize size, MemKind kind, bool upload_target)
   coherent_ = (flags & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT) != 0;
   atom_ = dev.props().limits.nonCoherentAtomSize;
   if (kind != MemKind::kDevice) RWKVD_VK(vkMapMemory(dev_, mem_, 0, VK_WHOLE_SIZE, 0, &map_));
+  if (trace_allocations()) {
+    std::fprintf(stderr, "rwkvd: vulkan: buffer %.1f MiB %s in %.2f ms\n",
+                 static_cast<double>(size) / (1 << 20), kind_name(kind),
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                     .count());
+  }
 }
 
 Buffer& Buffer::operator=(Buffer&& o) noexcept {
