@@ -50,21 +50,29 @@ Server::~Server() {
   }
 }
 
-void Server::bind() {
-  prepare_endpoint(opt_.endpoint, opt_.allow_remote);
+std::unique_ptr<protocol::ShmRing> Server::make_ring(const ServeOptions& options) {
   const size_t stale = protocol::ShmRing::remove_stale();
   if (stale > 0) spdlog::info("removed {} shared-memory segment(s) of dead workers", stale);
   const size_t inputs = protocol::remove_stale_shm_inputs();
   if (inputs > 0) spdlog::info("removed {} shared-memory input(s) of dead clients", inputs);
-  if (opt_.shm_bytes > 0) {
-    protocol::ShmRing::Options ro;
-    ro.bytes = opt_.shm_bytes;
-    ro.n_slots = opt_.shm_slots;
-    ro.lease_timeout = std::chrono::seconds(opt_.lease_timeout_s);
-    ring_ = protocol::ShmRing::create(ro);
-    spdlog::info("shared-memory ring /dev/shm/{} ({} MiB, {} slots)", ring_->name(),
-                 ring_->total_bytes() >> 20, ring_->n_slots());
-  }
+  if (options.shm_bytes == 0) return nullptr;
+  protocol::ShmRing::Options ro;
+  ro.bytes = options.shm_bytes;
+  ro.n_slots = options.shm_slots;
+  ro.lease_timeout = std::chrono::seconds(options.lease_timeout_s);
+  auto ring = protocol::ShmRing::create(ro);
+  spdlog::info("shared-memory ring /dev/shm/{} ({} MiB, {} slots)", ring->name(),
+               ring->total_bytes() >> 20, ring->n_slots());
+  return ring;
+}
+
+void Server::bind() {
+  bind(make_ring(opt_));
+}
+
+void Server::bind(std::unique_ptr<protocol::ShmRing> ring) {
+  prepare_endpoint(opt_.endpoint, opt_.allow_remote);
+  ring_ = std::move(ring);
   router_ = zmq::socket_t(ctx_, zmq::socket_type::router);
   // Mandatory: a send to a vanished client fails (EHOSTUNREACH) and one to a client whose queue
   // is full fails (EAGAIN) instead of being dropped silently; both tell us to drop its work.

@@ -38,7 +38,13 @@ class Server {
          ServeOptions options, ModelInfo model);
   ~Server();
 
-  // Binds the socket and creates the ring; throws std::runtime_error.
+  // The shared-memory ring of `options` (null when shm_bytes is 0), after removing the segments
+  // of dead workers and clients: made apart from bind() so that a worker can make it beside
+  // loading its model (mapping 256 MiB takes ~100 ms). Throws std::runtime_error.
+  static std::unique_ptr<protocol::ShmRing> make_ring(const ServeOptions& options);
+  // Binds the socket with the ring make_ring() made of these options, or of the server's own;
+  // throws std::runtime_error.
+  void bind(std::unique_ptr<protocol::ShmRing> ring);
   void bind();
   // Serves until request_stop(); then fails in-flight requests, unlinks the socket and ring.
   void run();
