@@ -17,7 +17,6 @@
 #include "engine/vk/device.h"
 #include "engine/vk/forward.h"
 #include "engine/vk/pipelines.h"
-#include "engine/vk/state_transfer.h"
 #include "engine/vk/uploader.h"
 #include "engine/vk/vk_check.h"
 #include "engine/vk/weights.h"
@@ -83,7 +82,8 @@ class VkBackendImpl final : public VkBackend {
     late_pipelines_ = static_cast<uint32_t>(pipes_->count() - early_pipelines);
     cmds_ = std::make_unique<Commands>(*dev_);
     const VkDeviceSize slot_bytes = hp_.state_floats() * 4;
-    states_ = std::make_unique<StateTransfer>(*dev_, slot_bytes, copiers_);
+    xfer_up_ = Buffer(*dev_, slot_bytes, MemKind::kUpload);
+    xfer_down_ = Buffer(*dev_, slot_bytes, MemKind::kReadback);
     VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     RWKVD_VK(vkCreateFence(dev_->device(), &fci, nullptr, &fence_));
     usable_s_ = seconds_since_open();
@@ -121,7 +121,7 @@ class VkBackendImpl final : public VkBackend {
     s.resident_ms = r < 0 ? -1 : 1e3 * (upload_start_s_ + r);
     s.weight_bytes = weights_->device_bytes();
     s.state_bytes = forward_->state().size();
-    s.scratch_bytes = forward_->scratch_bytes() + states_->buffer_bytes();
+    s.scratch_bytes = forward_->scratch_bytes() + xfer_up_.size() + xfer_down_.size();
     return s;
   }
   void wait_resident() override { uploader_->wait_all(); }
@@ -159,13 +159,26 @@ class VkBackendImpl final : public VkBackend {
   void read_state(uint32_t slot, std::span<float> dst) override {
     check_slot(slot);
     check_size(dst.size());
-    states_->read(forward_->state().handle(), slot_offset(slot), dst.data());
+    cmds_->run_now([&](VkCommandBuffer cb) {
+      Kernels::barrier(cb);
+      VkBufferCopy r{slot_offset(slot), 0, slot_bytes()};
+      vkCmdCopyBuffer(cb, forward_->state().handle(), xfer_down_.handle(), 1, &r);
+      host_barrier(cb);
+    });
+    xfer_down_.invalidate(0, slot_bytes());
+    copy_in_parts(dst.data(), xfer_down_.mapped(), slot_bytes());
   }
 
   void write_state(uint32_t slot, std::span<const float> src) override {
     check_slot(slot);
     check_size(src.size());
-    states_->write(forward_->state().handle(), slot_offset(slot), src.data());
+    copy_in_parts(xfer_up_.mapped(), src.data(), slot_bytes());
+    xfer_up_.flush(0, slot_bytes());
+    cmds_->run_now([&](VkCommandBuffer cb) {
+      Kernels::barrier(cb);
+      VkBufferCopy r{0, slot_offset(slot), slot_bytes()};
+      vkCmdCopyBuffer(cb, xfer_up_.handle(), forward_->state().handle(), 1, &r);
+    });
   }
 
   void copy_state(uint32_t src, uint32_t dst) override {
@@ -364,6 +377,24 @@ class VkBackendImpl final : public VkBackend {
     return VkDeviceSize{64} << 20;
   }
 
+  static void host_barrier(VkCommandBuffer cb) {
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb,
+                         0, nullptr, 0, nullptr);
+  }
+  // A state (21.6 MB for 2.9B) into or out of the transfer buffers, on a few threads: one copies
+  // ~6 GB/s into write-combined memory, and the engine thread waits for every such copy (a
+  // session coming back from the host, a state in a request or a reply).
+  void copy_in_parts(void* dst, const void* src, size_t bytes) {
+    constexpr size_t kBlock = size_t{1} << 20;
+    copiers_.parallel_for((bytes + kBlock - 1) / kBlock, [&](size_t b0, size_t b1, unsigned) {
+      const size_t begin = b0 * kBlock, end = std::min(bytes, b1 * kBlock);
+      std::memcpy(static_cast<char*>(dst) + begin, static_cast<const char*>(src) + begin,
+                  end - begin);
+    });
+  }
   void check_slot(uint32_t slot) const {
     if (slot >= opt_.n_slots) {
       throw EngineError("state slot " + std::to_string(slot) + " is out of range (" +
@@ -398,8 +429,8 @@ class VkBackendImpl final : public VkBackend {
   std::unique_ptr<Uploader> uploader_;
   std::unique_ptr<Forward> forward_;
   std::unique_ptr<Commands> cmds_;
-  cpu::ThreadPool copiers_{4};  // a forward's output rows, the state transfers
-  std::unique_ptr<StateTransfer> states_;
+  Buffer xfer_up_, xfer_down_;
+  cpu::ThreadPool copiers_{4};  // copy_in_parts(), a forward's output rows
   VkFence fence_ = VK_NULL_HANDLE;
 };
 

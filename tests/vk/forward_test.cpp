@@ -290,31 +290,6 @@ TEST_F(VkForward, StateRoundTripContinuesExactly) {
   EXPECT_LT(d.max_abs, 1e-4);
 }
 
-// States cross to and from the host in parts that overlap (engine/vk/state_transfer.h): with
-// parts that do not divide the state, what is read and written is what one part moves.
-TEST_F(VkForward, StatesMoveInPartsAsInOne) {
-  RWKVD_FIXTURE(model, "rwkv7/synthetic-A.f32.gguf");
-  const auto toks = long_prompt(30, 1024);
-  constexpr size_t kPartBytes = 12292;  // 3073 floats
-  setenv("RWKVD_VK_STATE_PART_BYTES", "0", 1);
-  auto whole = gpu(model, 256, 3);
-  setenv("RWKVD_VK_STATE_PART_BYTES", std::to_string(kPartBytes).c_str(), 1);
-  auto parts = gpu(model, 256, 3);
-  unsetenv("RWKVD_VK_STATE_PART_BYTES");
-  ASSERT_GT(parts->hparams().state_floats() * 4, 3 * kPartBytes);
-
-  run_one(*whole, toks, OutputMode::kNone);
-  run_one(*parts, toks, OutputMode::kNone);
-  EXPECT_EQ(test::read_state(*parts, 0), test::read_state(*whole, 0));
-  // A state whose every float tells its index: a part written or read at the wrong offset, or
-  // left out, shows.
-  std::vector<float> marked(parts->hparams().state_floats());
-  for (size_t i = 0; i < marked.size(); ++i) marked[i] = static_cast<float>(i) * 0.25f - 7.0f;
-  parts->write_state(1, marked);
-  EXPECT_EQ(test::read_state(*parts, 1), marked);
-  test::expect_state_round_trip_exact(*parts, toks, 17);
-}
-
 TEST_F(VkForward, RejectsBadInputWithoutTouchingState) {
   RWKVD_FIXTURE(model, "rwkv7/tiny-rwkv7-834K.f32.gguf");
   auto b = gpu(model, 256, 2);
