@@ -4,9 +4,9 @@
 #   bash .gl/device-ab.sh "MODELS" "VARIANTS" [ROUNDS]
 # MODELS: preset:type words ("2.9b:q4_k_m 0.1b:q4_k_m"). VARIANTS: name=BINARY[,ENV=V...] words
 # ("base=.gl/rwkvd-base new=.gl/rwkvd" or "off=.gl/rwkvd,RWKVD_VK_X=0 on=.gl/rwkvd"). Runs
-# `rwkvd bench --parts engine --repeats 1` of every variant in turn, ROUNDS times (default 3), so
-# that drift of the machine falls on every variant alike (compare within a call only), with the
-# profiler off. Prints a line per run (its key figures and quality hash: a change of numbers shows
+# `rwkvd bench --parts engine --repeats 1` (BENCH_REPEATS; BENCH_QUICK=1: --quick) of every
+# variant in turn, ROUNDS times (default 3), so that drift of the machine falls on every variant
+# alike (compare within a call only), with the profiler off. Prints a line per run (its key figures and quality hash: a change of numbers shows
 # there) and packs every JSON and table into $OUT/ab.tgz after each round.
 set -uo pipefail
 models=${1:?models}
@@ -28,14 +28,14 @@ for r in $(seq 1 "$rounds"); do
       tag=$p-$t-$name-$r
       (
         IFS=, && for kv in $envs; do [[ -n $kv ]] && export "${kv?}"; done
-        timeout "${BENCH_TIMEOUT:-120}" "$bin" bench --model "$model" \
-          --device gpu --parts engine --repeats 1 --embed-docs "${EMBED_DOCS:-16}" \
+        timeout "${BENCH_TIMEOUT:-120}" "$bin" bench --model "$model" ${BENCH_QUICK:+--quick} \
+          --device gpu --parts engine --repeats "${BENCH_REPEATS:-1}" --embed-docs "${EMBED_DOCS:-16}" \
           --text .gl/bench_email.txt --fields .gl/field_prompts.txt \
           --out "$res/$tag.json" --markdown "$res/$tag.md" >"$res/$tag.log" 2>&1
       )
       rc=$?
       hash=$(grep -o '"quality_hash": *"[0-9a-f]*"' "$res/$tag.json" 2>/dev/null | grep -o '[0-9a-f]\{16\}')
-      figs=$(grep -E '^\| (prefill\.|gen\.|doc_state\.engine|field_analysis\.engine)' "$res/$tag.md" 2>/dev/null |
+      figs=$(grep -E '^\| (prefill\.|gen\.|doc_state\.engine|field_analysis\.engine|state\.|load\.(usable|resident))' "$res/$tag.md" 2>/dev/null |
         awk -F'|' '{gsub(/ /, "", $2); gsub(/ /, "", $3); printf "%s=%s ", $2, $3}')
       echo "$tag rc=$rc hash=${hash:-none} $figs"
     done

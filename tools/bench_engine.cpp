@@ -163,6 +163,16 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
     report.add("doc_state.engine_ms", "ms", ms_since(t0));
   }
   report.set_context("state_floats", state.size());
+  // A state slot to and from host memory alone (the session reads and writes of the client's
+  // figures: a document's state in a reply, a session opened from a state).
+  for (int r = 0; r < R; ++r) {
+    auto t0 = Clock::now();
+    b->read_state(0, state);
+    report.add("state.read_ms", "ms", ms_since(t0));
+    t0 = Clock::now();
+    b->write_state(1, state);
+    report.add("state.write_ms", "ms", ms_since(t0));
+  }
   // The same for documents of lengths the engine has not run before (the email less 1, 2, ..
   // tokens): each forward's shape is new, so its commands are recorded first, as for most
   // documents a worker sees.
