@@ -40,11 +40,13 @@ const std::vector<OpInfo>& op_table() {
       {Op::kRetain, "retain", {"leases"}},
       {Op::kSessionOpen, "session_open", {"state"}},
       {Op::kSessionClose, "session_close", {"session"}},
-      {Op::kSessionFork, "session_fork", {"session"}},
+      {Op::kSessionFork, "session_fork", {"session", "token"}},
       {Op::kSessionFeed, "session_feed", {"session", "text", "tokens"}},
       {Op::kSessionState, "session_state", {"session"}},
       {Op::kSessionSetState, "session_set_state", {"session", "state"}},
       {Op::kForward, "forward", {"text", "tokens", "session", "state", "return_state", "output"}},
+      {Op::kSessionShare, "session_share", {"session"}},
+      {Op::kSessionUnshare, "session_unshare", {"session"}},
   };
   return table;
 }
@@ -307,6 +309,12 @@ std::optional<Op> op_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+bool is_share_token(std::string_view s) {
+  return s.size() == 2 * kShareTokenBytes && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
 void read_shm_state(Request& req) {
   if (!req.state_shm) return;
   req.state = read_shm_input(req.state_shm->name, req.state_shm->bytes);
@@ -410,16 +418,35 @@ Request parse_request(const Value& msg, const Limits& lim, ShmStates shm_states)
       default:
         break;
     }
+    // A fork names the session to copy by its id (the client's own) or by a share token
+    // (anyone's): one of the two. The message never repeats a token (logs, THREAT_MODEL.md).
+    if (const Value* t = msg.find("token")) {
+      const std::string& token = t->as_str("token");
+      if (!is_share_token(token)) {
+        fail(ErrorCode::kBadValue, "token: expected the " + std::to_string(2 * kShareTokenBytes) +
+                                       " lower-case hex digits of a session_share reply");
+      }
+      if (msg.find("session") != nullptr) {
+        fail(ErrorCode::kBadValue, "give only one of 'session' and 'token'");
+      }
+      req.token = token;
+    }
     if (const Value* s = msg.find("session")) {
       req.session = s->as_uint("session");
       if (req.session == 0) fail(ErrorCode::kUnknownSession, "session 0 does not exist");
     }
     switch (req.op) {
-      case Op::kSessionClose:
       case Op::kSessionFork:
+        if (!req.token && req.session == 0) {
+          fail(ErrorCode::kMissingField, "op 'session_fork' needs 'session' or 'token'");
+        }
+        break;
+      case Op::kSessionClose:
       case Op::kSessionFeed:
       case Op::kSessionState:
       case Op::kSessionSetState:
+      case Op::kSessionShare:
+      case Op::kSessionUnshare:
         need("session");
         break;
       default:
@@ -506,6 +533,7 @@ std::string encode_request(const Request& req) {
     }
   }
   if (req.session != 0) m.emplace_back("session", Value(req.session));
+  if (req.token) m.emplace_back("token", Value(*req.token));
   if (req.op == Op::kCancel) m.emplace_back("target", Value(req.target));
   if (req.op == Op::kRelease || req.op == Op::kRetain) {
     m.emplace_back("leases", Value(Value::Array(req.leases.begin(), req.leases.end())));

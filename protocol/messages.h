@@ -86,9 +86,15 @@ enum class Op : uint8_t {
   kSessionState,
   kSessionSetState,
   kForward,  // added at the end: ops are indexed by this order
+  kSessionShare,
+  kSessionUnshare,
 };
 const char* op_name(Op op);
 std::optional<Op> op_from_name(std::string_view name);
+
+// A share token (session_share): 128 random bits as this many lower-case hex digits.
+inline constexpr size_t kShareTokenBytes = 16;
+bool is_share_token(std::string_view s);
 
 struct Sampling {
   float temperature = 1.0f;  // 0 = greedy
@@ -133,6 +139,8 @@ struct Request {
   uint64_t session = 0;           // 0 = none
   uint64_t target = 0;            // cancel: the request id to cancel
   std::vector<uint64_t> leases;   // release / retain ops
+  // session_fork: the share token of a session, anyone's (instead of `session`, the client's own).
+  std::optional<std::string> token;
   Sampling sampling;
   bool stream = false;
   bool return_state = false;

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -303,17 +304,21 @@ std::string histogram_line(const nlohmann::json& h) {
 
 struct FieldRound {
   double wall_ms = 0;
-  // Per client (6 clients at once): ms from the start to its session_open, generate and embed
-  // replies, to see which phase the clients wait in.
+  // Per client (6 clients at once): ms from the start to the replies that give it its session
+  // (open or fork), its generation and its embedding, to see which phase the clients wait in.
   std::vector<std::array<double, 3>> timeline;
   std::vector<uint64_t> sessions;
   std::vector<std::vector<int32_t>> tokens;
   double checksum = 0;
 };
 
-// Sessions belong to the client that opened them (THREAT_MODEL.md), so each field client opens
-// its own session from the document's state instead of forking the document's session.
-FieldRound fields_in_flight(const std::string& endpoint, const std::vector<float>& doc_state,
+// How a field client gets its session on the document: it opens one from the document's state
+// (which it sends), or forks the document's session, another client's, by its share token.
+using FieldSession = std::function<uint64_t(client::Client&)>;
+
+// Each field from its own client, all released at once: the client gets its session on the
+// document (`field_session`), generates its field greedily, then embeds the field's end.
+FieldRound fields_in_flight(const std::string& endpoint, const FieldSession& field_session,
                             const std::vector<std::string>& fields, const bench::Sizes& sizes) {
   const size_t n = fields.size();
   FieldRound round;
@@ -342,7 +347,7 @@ FieldRound fields_in_flight(const std::string& endpoint, const std::vector<float
         client::Client c(endpoint, kClientTimeout);
         c.hello();
         arrive();
-        round.sessions[i] = c.session_open(doc_state);
+        round.sessions[i] = field_session(c);
         marks[i][0] = Clock::now();
         client::GenerateOptions g;
         g.sampling.max_tokens = static_cast<uint32_t>(sizes.field_tokens);
@@ -588,8 +593,10 @@ void run_client_bench(const BenchOptions& o, BenchReport& report) {
     const auto op_latencies = [&] { return to_json(*fetch_stats(endpoint).find("latency_ms")); };
     FieldRound last;
     const Value before_clients = fetch_stats(endpoint);
+    // Each client sends the document's state to open its session (21.6 MB each for 2.9B).
+    const FieldSession open_from_state = [&](client::Client& c) { return c.session_open(a.copy); };
     for (int r = 0; r < R; ++r) {
-      last = fields_in_flight(endpoint, a.copy, fields, sizes);
+      last = fields_in_flight(endpoint, open_from_state, fields, sizes);
       report.add("field_analysis.client_ms", "ms", last.wall_ms);
     }
     const nlohmann::json steps_clients = gen_steps(before_clients);
@@ -605,12 +612,34 @@ void run_client_bench(const BenchOptions& o, BenchReport& report) {
       report.add("field_analysis.one_client_ms", "ms", one.wall_ms);
     }
     const nlohmann::json steps_one = gen_steps(before_one);
-    client_ctx["field_step_histograms"] = {{"clients", steps_clients}, {"one_client", steps_one}};
+    // The 6 clients again, forking the document's session by its share token instead of sending
+    // its state: the session opened and shared by this client before the clock, as the agent
+    // that computed the document holds it.
+    FieldRound shared;
+    const Value before_shared = fetch_stats(endpoint);
+    for (int r = 0; r < R; ++r) {
+      const uint64_t doc = shm.session_open(a.copy);
+      const std::string token = shm.session_share(doc);
+      const FieldSession fork_by_token = [&](client::Client& c) {
+        return c.session_fork_shared(token);
+      };
+      shared = fields_in_flight(endpoint, fork_by_token, fields, sizes);
+      report.add("field_analysis.shared_clients_ms", "ms", shared.wall_ms);
+      shm.session_close(doc);
+    }
+    const nlohmann::json steps_shared = gen_steps(before_shared);
+    client_ctx["field_shared_timeline_ms"] = shared.timeline;  // [forked, generated, embedded]
+    client_ctx["field_shared_tokens_match_clients"] = shared.tokens == last.tokens;
+    client_ctx["field_step_histograms"] = {
+        {"clients", steps_clients}, {"one_client", steps_one}, {"shared_clients", steps_shared}};
     report.add_note("field analysis steps, " + std::to_string(fields.size()) + " clients (" +
                     std::to_string(R) +
                     " rounds; sequences per engine run: runs): " + histogram_line(steps_clients));
     report.add_note("field analysis steps, one client (" + std::to_string(R) +
                     " rounds): " + histogram_line(steps_one));
+    report.add_note("field analysis steps, " + std::to_string(fields.size()) +
+                    " clients forking by token (" + std::to_string(R) +
+                    " rounds): " + histogram_line(steps_shared));
     // The two ways batch the fields' steps differently (6 clients start staggered), and a step
     // of up to 4 sequences multiplies on int8 inputs where one of 5 to 16 runs on tensor cores
     // (docs/PERFORMANCE.md, "Many sequences"): their last-bit differences can flip a greedy pick

@@ -9,7 +9,10 @@
 //                                 with the tensor inline in the reply (doc_state.client_inline_ms)
 //   field_analysis.client_ms      6 sessions opened from the document's state, each generate 8
 //                                 tokens + an embedding, all 6 in flight at once from 6 clients
-//                                 (sessions are per client: another client's cannot be forked)
+//                                 (each sends the state: sessions are per client)
+//   field_analysis.shared_clients_ms
+//                                 the same, each client forking the document's session (opened
+//                                 and shared before the clock) by its share token instead
 //   embed.client_{coalesced,single}.docs_s
 //                                 documents of 200 tokens from 8 forked client processes, with the
 //                                 worker's embed coalescing on and off (serve --no-coalesce); the

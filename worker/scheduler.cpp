@@ -277,20 +277,31 @@ void Scheduler::cancel(const Job& job) {
   post_(std::move(o));
 }
 
-void Scheduler::run_control(Task& t) {
-  Session& s = *sessions_.find(t.job.req.session);
+Session* Scheduler::named_session(const Task& t) {
+  if (t.job.req.token) return sessions_.find_shared(*t.job.req.token);
+  return sessions_.find_owned(t.job.req.session, t.job.client);
+}
+
+void Scheduler::run_control(Task& t, Session& s) {
   Outgoing o = ok_reply_to(t.job, t.job.req.shm);
   switch (t.job.req.op) {
     case Op::kSessionClose:
       sessions_.close(s.id);
       break;
     case Op::kSessionFork:
+      // By id or by token, one path: the fork is the caller's, whoever owns the source.
       try {
-        o.body.set("session", Value(sessions_.fork(s).id));
+        o.body.set("session", Value(sessions_.fork(s, t.job.client).id));
       } catch (const protocol::ProtocolError& e) {
         reply_error(t.job, e.code(), e.what());
         return;
       }
+      break;
+    case Op::kSessionShare:
+      o.body.set("token", Value(sessions_.share(s)));
+      break;
+    case Op::kSessionUnshare:
+      sessions_.unshare(s);
       break;
     case Op::kSessionState:
       o.body.set("position", Value(s.position));
@@ -324,12 +335,14 @@ bool Scheduler::try_admit(Task& t) {
     t.done = true;
     return true;
   }
-  if (t.job.req.session != 0) {
-    // Another client's session answers exactly like a closed one.
-    Session* s = sessions_.find_owned(t.job.req.session, t.job.client);
+  if (t.job.req.session != 0 || t.job.req.token) {
+    // Another client's session answers exactly like a closed one, and a dead share token like
+    // one never made (the message never repeats a token: it may be logged).
+    Session* s = named_session(t);
     if (s == nullptr) {
       reply_error(t.job, ErrorCode::kUnknownSession,
-                  "no session " + std::to_string(t.job.req.session));
+                  t.job.req.token ? std::string("no open session is shared by this token")
+                                  : "no session " + std::to_string(t.job.req.session));
       t.done = true;
       return true;
     }
@@ -337,7 +350,7 @@ bool Scheduler::try_admit(Task& t) {
     if (t.kind == Task::Kind::kControl) {
       // The state read out must hold the deferred token: fed now.
       if (t.job.req.op == Op::kSessionState && !settle(*s)) return false;
-      run_control(t);
+      run_control(t, *s);
       t.done = true;
       return true;
     }
@@ -382,7 +395,9 @@ void Scheduler::admit() {
   bool out_of_slots = false;
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     Task& t = **it;
-    const uint64_t sid = t.job.req.session;
+    // A fork by token queues behind the work on the session it copies, like one by id.
+    const Session* named = t.job.req.token ? named_session(t) : nullptr;
+    const uint64_t sid = named != nullptr ? named->id : t.job.req.session;
     const bool needs_slot = t.kind != Task::Kind::kControl;
     if ((sid != 0 && blocked.count(sid)) || (out_of_slots && needs_slot && !t.cancelled)) {
       ++it;

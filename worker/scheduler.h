@@ -62,7 +62,10 @@ class Scheduler {
   void accept(Job job);
   void admit();
   bool try_admit(Task& t);
-  void run_control(Task& t);
+  void run_control(Task& t, Session& s);
+  // The session a task names: the client's own by id, or (a fork) whichever session its share
+  // token shares; nullptr where there is none such (unknown_session, whichever the reason).
+  Session* named_session(const Task& t);
   // Feeds the session's deferred token (Session::deferred) into its state now; false when no
   // slot can hold the session yet.
   bool settle(Session& s);

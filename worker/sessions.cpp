@@ -7,6 +7,7 @@
 #include <string>
 
 #include "protocol/messages.h"
+#include "protocol/shm_ring.h"
 
 namespace rwkvd::worker {
 
@@ -67,10 +68,39 @@ Session* Sessions::find_owned(uint64_t id, const std::string& owner) {
   return s != nullptr && s->owner == owner && !s->orphaned ? s : nullptr;
 }
 
+const std::string& Sessions::share(Session& s) {
+  // Idempotent: a session has one capability at a time, so revoking it (unshare, close) is
+  // one act however often it was shared.
+  if (s.share_token.empty()) {
+    std::string token;
+    do {
+      token = protocol::random_hex(protocol::kShareTokenBytes);
+    } while (shared_.count(token) != 0);
+    shared_.emplace(token, s.id);
+    s.share_token = std::move(token);
+  }
+  return s.share_token;
+}
+
+void Sessions::unshare(Session& s) {
+  if (s.share_token.empty()) return;
+  shared_.erase(s.share_token);
+  s.share_token.clear();
+}
+
+Session* Sessions::find_shared(const std::string& token) {
+  const auto it = shared_.find(token);
+  if (it == shared_.end()) return nullptr;
+  Session* s = find(it->second);
+  // An orphaned session (its owner is gone, a task still runs on it) is as good as closed.
+  return s != nullptr && !s->orphaned ? s : nullptr;
+}
+
 void Sessions::close(uint64_t id) {
   auto it = map_.find(id);
   if (it == map_.end()) return;
   if (it->second->where == Session::Where::kSlot) slots_.release(it->second->slot);
+  unshare(*it->second);  // the token dies with its session
   auto held = per_owner_.find(it->second->owner);
   if (held != per_owner_.end() && --held->second == 0) per_owner_.erase(held);
   map_.erase(it);
@@ -143,8 +173,9 @@ bool Sessions::make_resident(Session& s) {
   return true;
 }
 
-Session& Sessions::fork(Session& src) {
-  Session& dst = open(src.owner, std::nullopt);
+Session& Sessions::fork(Session& src, const std::string& owner) {
+  Session& dst = open(owner, std::nullopt);
+  src.last_used = std::chrono::steady_clock::now();
   dst.position = src.position;
   dst.deferred = src.deferred;
   try {

@@ -3,7 +3,8 @@
 // it is in use and may be moved out to host memory (evicted, least recently used first) when a
 // slot is needed elsewhere, so there can be more sessions than slots. Each session belongs to
 // the client that opened it: another client's id is as unknown as a closed one, and a client
-// may hold only so many. Engine thread only.
+// may hold only so many. An owner may share one: its share token lets any client fork it for as
+// long as it stays open (PROTOCOL.md, "Sharing a session"). Engine thread only.
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -33,8 +34,9 @@ class SlotPool {
 struct Session {
   enum class Where { kZero, kHost, kSlot };
   uint64_t id = 0;
-  std::string owner;      // the client's routing identity
-  bool orphaned = false;  // its client is gone: close it once the running task lets go
+  std::string owner;        // the client's routing identity
+  std::string share_token;  // what session_share gave out (Sessions::share); empty: not shared
+  bool orphaned = false;    // its client is gone: close it once the running task lets go
   Where where = Where::kZero;
   uint32_t slot = 0;        // valid when where == kSlot
   std::vector<float> host;  // valid when where == kHost
@@ -61,9 +63,18 @@ class Sessions {
   // The owner is gone: closes its idle sessions now and marks busy ones orphaned (the scheduler
   // closes those when their task ends). Returns how many were closed now.
   size_t close_owner(const std::string& owner);
-  // A new session of src's owner with a copy of src's state (copy_state when both are
-  // resident); the owner's quota applies.
-  Session& fork(Session& src);
+  // A new session of `owner` (src's or, through a share token, another client) with a copy of
+  // src's state (copy_state when both are resident), its position and its deferred token;
+  // `owner`'s quota applies. A fork is a use of src: it restarts src's idle clock.
+  Session& fork(Session& src, const std::string& owner);
+  // The session's share token, made on its first share: 128 bits from the kernel's CSPRNG (as
+  // the ring's name has), so a token cannot be guessed. The same token until unshare or close.
+  const std::string& share(Session& s);
+  // Revokes the session's token (if any); forks made with it stay.
+  void unshare(Session& s);
+  // The session `token` shares, whoever owns it; nullptr for a token never made, revoked, of a
+  // closed session or of an owner found gone: a caller cannot tell these apart.
+  Session* find_shared(const std::string& token);
   // Puts the session's state in a slot; may evict others. False when no slot can be freed.
   bool make_resident(Session& s);
   // A free slot, evicting an idle session if needed; nullopt when all are busy.
@@ -82,6 +93,7 @@ class Sessions {
   SlotPool& slots_;
   std::unordered_map<uint64_t, std::unique_ptr<Session>> map_;
   std::unordered_map<std::string, uint32_t> per_owner_;
+  std::unordered_map<std::string, uint64_t> shared_;  // share token -> session id
   uint32_t max_per_owner_;
 };
 

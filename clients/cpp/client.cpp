@@ -421,6 +421,27 @@ uint64_t Client::session_fork(uint64_t session) {
   return need(call(req).body, "session").as_uint();
 }
 
+std::string Client::session_share(uint64_t session) {
+  Request req;
+  req.op = Op::kSessionShare;
+  req.session = session;
+  return need(call(req).body, "token").as_str("token");
+}
+
+void Client::session_unshare(uint64_t session) {
+  Request req;
+  req.op = Op::kSessionUnshare;
+  req.session = session;
+  call(req);
+}
+
+uint64_t Client::session_fork_shared(const std::string& token) {
+  Request req;
+  req.op = Op::kSessionFork;
+  req.token = token;
+  return need(call(req).body, "session").as_uint();
+}
+
 uint64_t Client::session_feed(uint64_t session, const protocol::Input& input) {
   Request req;
   req.op = Op::kSessionFeed;

@@ -131,6 +131,14 @@ class Client {
   uint64_t session_open(std::optional<std::span<const float>> state = std::nullopt);
   void session_close(uint64_t session);
   uint64_t session_fork(uint64_t session);
+  // Shares a session of this client (PROTOCOL.md, "Sharing a session"): any client holding the
+  // token (32 hex digits) can fork the session, i.e. read its state, until it is closed or
+  // unshared. Sharing it again returns the same token.
+  std::string session_share(uint64_t session);
+  void session_unshare(uint64_t session);  // the token dies; forks made with it stay
+  // A new session of this client with a copy of the state of the session `token` shares, as it
+  // is now (whoever owns it); it counts against this client's session cap.
+  uint64_t session_fork_shared(const std::string& token);
   uint64_t session_feed(uint64_t session, const protocol::Input& input);  // -> position
   Tensor session_state(uint64_t session);  // [n_layer, head_size + 2, n_embd]
   void session_set_state(uint64_t session, std::span<const float> state);

@@ -52,6 +52,7 @@ CLIENT_FIGURES = [
     "embed.email_client_ms",
     "field_analysis.client_ms",
     "field_analysis.one_client_ms",
+    "field_analysis.shared_clients_ms",
     "embed.client_coalesced.docs_s",
     "embed.client_coalesced.batch_mean",
     "embed.client_single.docs_s",

@@ -37,6 +37,9 @@ def requests() -> None:
     # A state as a shared-memory input: names no object, so decoding fails without a read.
     put("request", "session_open_shm_state", req("session_open", state={
         "shm": "/rwkvd-in-1-0123456789abcdef", "bytes": 16}))
+    put("request", "session_fork_token", req("session_fork",
+                                             token="0123456789abcdef0123456789abcdef"))
+    put("request", "session_share", req("session_share", session=12345))
     put("request", "release", req("release", leases=[1, 2, 3]))
     put("request", "cancel", req("cancel", target=3))
     put("request", "hello", req("hello"))

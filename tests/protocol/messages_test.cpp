@@ -193,6 +193,49 @@ TEST(Request, EveryErrorCode) {
   EXPECT_EQ(code_of(both), ErrorCode::kBadValue);
 }
 
+// Sharing (PROTOCOL.md, "Sharing a session"): share/unshare name a session; a fork names its
+// source by session id or by share token, exactly one of them; a token is 32 lower-case hex
+// digits and is taken by session_fork alone.
+TEST(Request, ShareOpsAndForkByToken) {
+  const std::string token = "0123456789abcdef0123456789abcdef";
+  for (Op op : {Op::kSessionShare, Op::kSessionUnshare}) {
+    Request s;
+    s.op = op;
+    s.session = 9;
+    const Request b = decode_request(encode_request(s));
+    EXPECT_EQ(b.op, op);
+    EXPECT_EQ(b.session, 9u);
+    EXPECT_EQ(code_of(base(op_name(op))), ErrorCode::kMissingField);
+  }
+  Request f;
+  f.op = Op::kSessionFork;
+  f.token = token;
+  const Request b = decode_request(encode_request(f));
+  EXPECT_EQ(b.token, token);
+  EXPECT_EQ(b.session, 0u);
+  Value fork = base("session_fork");
+  EXPECT_EQ(code_of(fork), ErrorCode::kMissingField);  // neither
+  fork.set("token", Value(token));
+  fork.set("session", Value(3));
+  EXPECT_EQ(code_of(fork), ErrorCode::kBadValue);  // both
+  Value bad = base("session_fork");
+  for (const std::string& t : {std::string(), std::string("abc"), token.substr(1), token + "0",
+                               std::string(32, 'A'), std::string(32, 'g'), std::string(32, ' ')}) {
+    bad.set("token", Value(t));
+    EXPECT_EQ(code_of(bad), ErrorCode::kBadValue) << t;
+  }
+  bad.set("token", Value(12));
+  EXPECT_EQ(code_of(bad), ErrorCode::kBadType);
+  for (const char* op : {"session_state", "session_share", "session_close", "generate"}) {
+    Value other = base(op);
+    other.set("session", Value(3));
+    other.set("token", Value(token));
+    EXPECT_EQ(code_of(other), ErrorCode::kUnknownField) << op;
+  }
+  EXPECT_TRUE(is_share_token(token));
+  EXPECT_FALSE(is_share_token(std::string(31, 'a')));
+}
+
 TEST(Request, ErrorKeepsId) {
   Value m = base("generate");  // no text
   try {

@@ -451,6 +451,13 @@ class Client:
         r = self.call("session_open", state=_state_bytes(state) if state is not None else None)
         return Session(self, r["session"])
 
+    def fork_shared(self, token: str) -> "Session":
+        """A new session of this client from a copy of the state, as it is now, of the session
+        that `token` shares (Session.share() of any client). WorkerError UNKNOWN_SESSION once
+        that session is closed or unshared (PROTOCOL.md, "Sharing a session")."""
+        self._ensure_hello()
+        return Session(self, self.call("session_fork", token=token)["session"])
+
     def release_now(self) -> None:
         """Send the releases of collected arrays now instead of with the next request."""
         if self._pending:
@@ -518,6 +525,16 @@ class Session:
     def fork(self) -> "Session":
         """A new session starting from a copy of this one's state."""
         return Session(self.client, self.client.call("session_fork", session=self.id)["session"])
+
+    def share(self) -> str:
+        """A token (32 hex digits) with which any client can fork this session
+        (Client.fork_shared), i.e. read its state, until it is closed or unshared. Sharing again
+        returns the same token. Later feeds change what later forks copy."""
+        return self.client.call("session_share", session=self.id)["token"]
+
+    def unshare(self) -> None:
+        """Revoke the share token; forks already made with it stay."""
+        self.client.call("session_unshare", session=self.id)
 
     def close(self) -> None:
         """Free the session on the worker."""
