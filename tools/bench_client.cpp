@@ -130,9 +130,20 @@ class WorkerProcess {
   pid_t pid_ = -1;
 };
 
+// Reads every float, as a client that uses the tensor does, into 16 independent float sums (a
+// checksum and a sink, not a result). One running double sum is a chain of dependent adds, ~4
+// cycles each: ~5-6 ms for a 2.9B state's 5.4M floats, most of what `doc_state.client_fetch_ms`
+// measured until session 20, which timed the bench's own arithmetic rather than the tensor's
+// delivery (16 sums read at memory speed: ~1.2 ms on a 2-core EPYC development machine).
 double sum_of(std::span<const float> v) {
+  float lanes[16] = {};
+  size_t i = 0;
+  for (; i + 16 <= v.size(); i += 16) {
+    for (size_t k = 0; k < 16; ++k) lanes[k] += v[i + k];
+  }
   double s = 0;
-  for (float x : v) s += x;
+  for (; i < v.size(); ++i) s += v[i];
+  for (const float x : lanes) s += x;
   return s;
 }
 
