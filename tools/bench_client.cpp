@@ -624,12 +624,14 @@ void run_client_bench(const BenchOptions& o, BenchReport& report) {
     }
     const nlohmann::json steps_one = gen_steps(before_one);
     // The 6 clients again, forking the document's session by its share token instead of sending
-    // its state: the session opened and shared by this client before the clock, as the agent
-    // that computed the document holds it.
+    // its state: the session computed from the email and shared by this client before the
+    // clock, as the agent that computed the document holds it (its state in a GPU slot, so a
+    // fork is a copy on the device).
     FieldRound shared;
     const Value before_shared = fetch_stats(endpoint);
     for (int r = 0; r < R; ++r) {
-      const uint64_t doc = shm.session_open(a.copy);
+      const uint64_t doc = shm.session_open();
+      shm.session_feed(doc, Input{email, {}});
       const std::string token = shm.session_share(doc);
       const FieldSession fork_by_token = [&](client::Client& c) {
         return c.session_fork_shared(token);
