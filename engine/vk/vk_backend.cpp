@@ -81,15 +81,19 @@ class VkBackendImpl final : public VkBackend {
     forward_setup_s_ = seconds_since_open() - forward_start_s;
     late_pipelines_ = static_cast<uint32_t>(pipes_->count() - early_pipelines);
     cmds_ = std::make_unique<Commands>(*dev_);
-    const VkDeviceSize slot_bytes = hp_.state_floats() * 4;
-    xfer_up_ = Buffer(*dev_, slot_bytes, MemKind::kUpload);
-    xfer_down_ = Buffer(*dev_, slot_bytes, MemKind::kReadback);
+    // The state transfer buffers (2 x 21.6 MB of host memory for 2.9B, ~12 ms in the driver) are
+    // made after the backend is usable, on another thread; a transfer waits for them.
+    xfer_made_ = std::async(std::launch::async, [this] {
+      xfer_up_ = Buffer(*dev_, slot_bytes(), MemKind::kUpload);
+      xfer_down_ = Buffer(*dev_, slot_bytes(), MemKind::kReadback);
+    });
     VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     RWKVD_VK(vkCreateFence(dev_->device(), &fci, nullptr, &fence_));
     usable_s_ = seconds_since_open();
   }
 
   ~VkBackendImpl() override {
+    if (xfer_made_.valid()) xfer_made_.wait();
     uploader_.reset();  // stops the thread before anything it uses goes away
     if (dev_) {
       vkDeviceWaitIdle(dev_->device());
@@ -121,7 +125,7 @@ class VkBackendImpl final : public VkBackend {
     s.resident_ms = r < 0 ? -1 : 1e3 * (upload_start_s_ + r);
     s.weight_bytes = weights_->device_bytes();
     s.state_bytes = forward_->state().size();
-    s.scratch_bytes = forward_->scratch_bytes() + xfer_up_.size() + xfer_down_.size();
+    s.scratch_bytes = forward_->scratch_bytes() + 2 * slot_bytes();  // + the transfer buffers
     return s;
   }
   void wait_resident() override { uploader_->wait_all(); }
@@ -159,6 +163,7 @@ class VkBackendImpl final : public VkBackend {
   void read_state(uint32_t slot, std::span<float> dst) override {
     check_slot(slot);
     check_size(dst.size());
+    wait_transfer_buffers();
     cmds_->run_now([&](VkCommandBuffer cb) {
       Kernels::barrier(cb);
       VkBufferCopy r{slot_offset(slot), 0, slot_bytes()};
@@ -172,6 +177,7 @@ class VkBackendImpl final : public VkBackend {
   void write_state(uint32_t slot, std::span<const float> src) override {
     check_slot(slot);
     check_size(src.size());
+    wait_transfer_buffers();
     copy_in_parts(xfer_up_.mapped(), src.data(), slot_bytes());
     xfer_up_.flush(0, slot_bytes());
     cmds_->run_now([&](VkCommandBuffer cb) {
@@ -395,6 +401,9 @@ class VkBackendImpl final : public VkBackend {
                   end - begin);
     });
   }
+  void wait_transfer_buffers() {
+    if (xfer_made_.valid()) xfer_made_.get();  // rethrows an allocation's failure
+  }
   void check_slot(uint32_t slot) const {
     if (slot >= opt_.n_slots) {
       throw EngineError("state slot " + std::to_string(slot) + " is out of range (" +
@@ -430,7 +439,8 @@ class VkBackendImpl final : public VkBackend {
   std::unique_ptr<Forward> forward_;
   std::unique_ptr<Commands> cmds_;
   Buffer xfer_up_, xfer_down_;
-  cpu::ThreadPool copiers_{4};  // copy_in_parts(), a forward's output rows
+  std::future<void> xfer_made_;  // makes the two above (wait_transfer_buffers)
+  cpu::ThreadPool copiers_{4};   // copy_in_parts(), a forward's output rows
   VkFence fence_ = VK_NULL_HANDLE;
 };
 
