@@ -36,7 +36,7 @@ class UploadObserver {
 class Uploader {
  public:
   // Starts uploading at once. `staging_bytes` bounds the pinned host memory used.
-  Uploader(Device& dev, WeightStore& store, VkDeviceSize staging_bytes = VkDeviceSize{64} << 20);
+  Uploader(Device& dev, WeightStore& store, VkDeviceSize staging_bytes = VkDeviceSize{16} << 20);
   ~Uploader();
   Uploader(const Uploader&) = delete;
   Uploader& operator=(const Uploader&) = delete;

@@ -374,13 +374,16 @@ class VkBackendImpl final : public VkBackend {
     return true;
   }
 
-  // Pinned host memory for the upload: 64 MiB, or $RWKVD_VK_STAGING_BYTES (tests use a small
-  // value to exercise the double buffering).
+  // Pinned host memory for the upload: 16 MiB, or $RWKVD_VK_STAGING_BYTES (tests use a small
+  // value to exercise the double buffering). Pinning costs the driver ~0.5 ms a MiB before the
+  // backend is usable, and 64 MiB bought the upload little (H100, session 20, 64 -> 16 MiB:
+  // 2.9B Q4_K_M usable 121-136 -> 111-116 ms, resident 204-229 -> 223-231; 0.1B usable 52-61 ->
+  // 35-39, resident 69-78 -> 49-53).
   static VkDeviceSize staging_bytes() {
     if (const char* v = std::getenv("RWKVD_VK_STAGING_BYTES"); v != nullptr && *v != '\0') {
       return std::max<VkDeviceSize>(std::strtoull(v, nullptr, 10), 1 << 16);
     }
-    return VkDeviceSize{64} << 20;
+    return VkDeviceSize{16} << 20;
   }
 
   static void host_barrier(VkCommandBuffer cb) {
