@@ -116,9 +116,16 @@ def main() -> int:
                       f"{np.linalg.norm(st):.3f}, shares the ring: "
                       f"{np.shares_memory(st, np.frombuffer(c._ring.mm, np.uint8)) if c.shm_mapped else False}")
                 fork = s.fork()
-                a = s.generate(" Alice", max_tokens=8, temperature=0)
-                b = fork.generate(" Alice", max_tokens=8, temperature=0)
+                # Another client (another agent process) forks it by its share token instead of
+                # receiving the state and sending it back.
+                with rwkvd.Client(endpoint) as other:
+                    theirs = other.fork_shared(s.share())
+                    a = s.generate(" Alice", max_tokens=8, temperature=0)
+                    b = fork.generate(" Alice", max_tokens=8, temperature=0)
+                    d = theirs.generate(" Alice", max_tokens=8, temperature=0)
+                    theirs.close()
                 print(f"session and its fork continue identically: {a.tokens == b.tokens}")
+                print(f"another client's fork by share token too: {d.tokens == a.tokens}")
                 again = c.generate(" Alice", max_tokens=8, temperature=0, state=st.copy())
                 print(f"a stateless request with that state in agrees: {again.tokens == a.tokens}")
                 fork.close()
