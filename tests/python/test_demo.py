@@ -14,6 +14,7 @@ def test_demo_runs_end_to_end():
     assert r.returncode == 0, out[-4000:]
     assert "RANDOM WEIGHTS" in out
     for check in ("session and its fork continue identically: True",
+                  "another client's fork by share token too: True",
                   "a stateless request with that state in agrees: True",
                   "socket removed: True"):
         assert check in out, f"{check!r} missing:\n{out[-4000:]}"
