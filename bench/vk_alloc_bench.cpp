@@ -4,7 +4,8 @@
 //   vk_alloc_bench [--benchmark_filter=REGEX]
 // Modes: 0 a buffer and its own allocation, as engine/vk/buffer.cpp makes them; 1 the same with
 // VkMemoryDedicatedAllocateInfo (the allocation names its buffer); 2 the allocation alone, no
-// buffer; 3 mode 0 in pinned host memory (the staging and transfer buffers).
+// buffer; 3 mode 0 in pinned host memory (the staging and transfer buffers); 4 mode 1 in pinned
+// host memory.
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -26,8 +27,9 @@ void BM_Allocate(benchmark::State& state) {
   Device& dev = device();
   const VkDeviceSize bytes = static_cast<VkDeviceSize>(state.range(0)) << 20;
   const auto mode = static_cast<int>(state.range(1));
+  const bool host = mode >= 3;
   const VkMemoryPropertyFlags want =
-      mode == 3 ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+      host ? VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
     VkBuffer buf = VK_NULL_HANDLE;
@@ -46,14 +48,14 @@ void BM_Allocate(benchmark::State& state) {
     VkMemoryDedicatedAllocateInfo dedicated{VK_STRUCTURE_TYPE_MEMORY_DEDICATED_ALLOCATE_INFO};
     dedicated.buffer = buf;
     VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
-    mai.pNext = mode == 1 ? &dedicated : nullptr;
+    mai.pNext = mode == 1 || mode == 4 ? &dedicated : nullptr;
     mai.allocationSize = req.size;
     mai.memoryTypeIndex = dev.memory_type(req.memoryTypeBits, want);
     VkDeviceMemory mem = VK_NULL_HANDLE;
     RWKVD_VK(vkAllocateMemory(dev.device(), &mai, nullptr, &mem));
     if (buf != VK_NULL_HANDLE) RWKVD_VK(vkBindBufferMemory(dev.device(), buf, mem, 0));
     void* map = nullptr;
-    if (mode == 3) RWKVD_VK(vkMapMemory(dev.device(), mem, 0, VK_WHOLE_SIZE, 0, &map));
+    if (host) RWKVD_VK(vkMapMemory(dev.device(), mem, 0, VK_WHOLE_SIZE, 0, &map));
     state.SetIterationTime(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (buf != VK_NULL_HANDLE) vkDestroyBuffer(dev.device(), buf, nullptr);
@@ -67,6 +69,7 @@ void args(benchmark::internal::Benchmark* b) {
     for (const int mode : {0, 1, 2}) b->Args({mib, mode});
   }
   b->Args({64, 3});
+  b->Args({64, 4});
 }
 
 }  // namespace
