@@ -11,21 +11,21 @@
 namespace rwkvd::engine::vk {
 namespace {
 
+// $name as an on/off switch: "0" off, any other value on, unset `fallback`.
+bool env_switch(const char* name, bool fallback) {
+  const char* v = std::getenv(name);
+  return v == nullptr || *v == '\0' ? fallback : v[0] != '0';
+}
+
 // $RWKVD_VK_ALLOC_TRACE=1: a stderr line per buffer made (its size, kind and time: where a
 // load's set-up goes, the driver's part of it).
 bool trace_allocations() {
-  static const bool on = [] {
-    const char* v = std::getenv("RWKVD_VK_ALLOC_TRACE");
-    return v != nullptr && v[0] == '1';
-  }();
+  static const bool on = env_switch("RWKVD_VK_ALLOC_TRACE", false);
   return on;
 }
 
 bool dedicated_allocations() {
-  static const bool on = [] {
-    const char* v = std::getenv("RWKVD_VK_DEDICATED");
-    return v == nullptr || v[0] != '0';
-  }();
+  static const bool on = env_switch("RWKVD_VK_DEDICATED", true);
   return on;
 }
 
