@@ -14,7 +14,8 @@ using protocol::ErrorCode;
 using protocol::Input;
 
 const char* const kTiny = kTinyWorkerModel;
-const Input kDocument{"A short document about the weather.", {}};
+const std::string kDocumentText = "A short document about the weather.";
+const Input kDocument{kDocumentText, {}};
 
 std::vector<float> floats(const client::Tensor& t) {
   return {t.data().begin(), t.data().end()};
@@ -103,11 +104,9 @@ TEST_F(WorkerTest, AnotherClientForksASharedSessionIntoOneOfItsOwn) {
   const std::vector<float> later = floats(owner->session_state(doc));
   const uint64_t fork2 = other->session_fork_shared(token);
   expect_near(floats(other->session_state(fork2)), later, 0.0f);
-  ref_run(ByteCodec().encode("A short document about the weather. Later."),
-          engine::OutputMode::kNone);
+  ref_run(ByteCodec().encode(kDocumentText + " Later."), engine::OutputMode::kNone);
   expect_near(later, ref_state(), 1e-4f);
-  ref_run(ByteCodec().encode("A short document about the weather. More."),
-          engine::OutputMode::kNone);
+  ref_run(ByteCodec().encode(kDocumentText + " More."), engine::OutputMode::kNone);
   expect_near(floats(other->session_state(fork)), ref_state(), 1e-4f);
   other->session_close(fork);
   other->session_close(fork2);
@@ -251,7 +250,7 @@ TEST_F(WorkerTest, AForkByTokenOfAGeneratedSessionEqualsAForkById) {
   const uint64_t by_id = owner->session_fork(doc);
   const std::vector<float> state_by_token = floats(other->session_state(by_token));
   expect_near(state_by_token, floats(owner->session_state(by_id)), 0.0f);
-  std::vector<int32_t> all = ByteCodec().encode("A short document about the weather. Subject:");
+  std::vector<int32_t> all = ByteCodec().encode(kDocumentText + " Subject:");
   all.insert(all.end(), gen.begin(), gen.end());
   ref_run(all, engine::OutputMode::kNone);
   expect_near(state_by_token, ref_state(), 1e-4f);
