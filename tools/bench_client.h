@@ -11,8 +11,9 @@
 //                                 tokens + an embedding, all 6 in flight at once from 6 clients
 //                                 (each sends the state: sessions are per client)
 //   field_analysis.shared_clients_ms
-//                                 the same, each client forking the document's session (opened
-//                                 and shared before the clock) by its share token instead
+//                                 the same, each client forking the document's session (computed
+//                                 from the email and shared before the clock) by its share token
+//                                 instead
 //   embed.client_{coalesced,single}.docs_s
 //                                 documents of 200 tokens from 8 forked client processes, with the
 //                                 worker's embed coalescing on and off (serve --no-coalesce); the
