@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "protocol/shm_input.h"
+#include "protocol/shm_ring.h"
 
 namespace rwkvd::protocol {
 namespace {
@@ -310,9 +311,7 @@ std::optional<Op> op_from_name(std::string_view name) {
 }
 
 bool is_share_token(std::string_view s) {
-  return s.size() == 2 * kShareTokenBytes && std::all_of(s.begin(), s.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
+  return s.size() == 2 * kShareTokenBytes && is_random_hex(s);
 }
 
 void read_shm_state(Request& req) {

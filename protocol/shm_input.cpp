@@ -39,9 +39,8 @@ long shm_input_pid(std::string_view name) {
   if (dash == std::string_view::npos || dash == 0 || dash > 10) return 0;
   const std::string_view pid = rest.substr(0, dash), hex = rest.substr(dash + 1);
   const auto digit = [](char c) { return c >= '0' && c <= '9'; };
-  const auto hex_digit = [&](char c) { return digit(c) || (c >= 'a' && c <= 'f'); };
   if (!std::all_of(pid.begin(), pid.end(), digit) || hex.empty() || hex.size() > 64 ||
-      !std::all_of(hex.begin(), hex.end(), hex_digit)) {
+      !is_random_hex(hex)) {
     return 0;
   }
   return std::strtol(std::string(pid).c_str(), nullptr, 10);

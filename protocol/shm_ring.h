@@ -159,6 +159,8 @@ class ShmReader {
 
 // 16 random bytes from /dev/urandom as 32 hex digits (segment names, lease keys).
 std::string random_hex(size_t n_bytes = 16);
+// Whether every character of s is a digit random_hex() writes (0-9, a-f).
+bool is_random_hex(std::string_view s);
 
 // Removes the POSIX shared-memory objects of this user (regular files in /dev/shm) for which
 // pid_of(name) gives a pid that is gone; names it gives 0 for are left alone. The stale sweep
