@@ -35,7 +35,7 @@ for r in $(seq 1 "$rounds"); do
       )
       rc=$?
       hash=$(grep -o '"quality_hash": *"[0-9a-f]*"' "$res/$tag.json" 2>/dev/null | grep -o '[0-9a-f]\{16\}')
-      figs=$(grep -E '^\| (prefill\.|gen\.|doc_state\.engine|field_analysis\.engine|state\.|load\.(usable|resident))' "$res/$tag.md" 2>/dev/null |
+      figs=$(grep -E '^\| (prefill\.|gen\.|doc_state\.engine|embed\.email_engine|field_analysis\.engine|state\.|load\.(usable|resident))' "$res/$tag.md" 2>/dev/null |
         awk -F'|' '{gsub(/ /, "", $2); gsub(/ /, "", $3); printf "%s=%s ", $2, $3}')
       echo "$tag rc=$rc hash=${hash:-none} $figs"
     done

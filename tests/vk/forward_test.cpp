@@ -144,6 +144,7 @@ TEST_F(VkForward, SubChunksGiveTheWholeChunksResult) {
     std::vector<float> ref[3];
     for (const char* sub : {"0", "64"}) {
       auto b = gpu_with({{"RWKVD_VK_SUB_CHUNK", sub}}, model, 256, 1);
+      b->wait_resident();  // (a forward still uploading runs whole)
       const auto toks = long_prompt(1000, b->hparams().n_vocab);
       std::vector<float> got[3];
       got[0] = run_one(*b, toks, OutputMode::kLastLogits);
