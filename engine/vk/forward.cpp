@@ -29,13 +29,17 @@ uint32_t ceil_div(uint32_t a, uint32_t b) {
   return (a + b - 1) / b;
 }
 
+// Sub-chunks are whole tiles of the tensor-core products' tokens (kTileTokens), but the last:
+// a padded tile would add its work to every product (854 tokens as 4 x 224 took 4 x 256).
+constexpr uint32_t kSubChunkAlign = 64;
+
 // Most tokens a sub-chunk of a long one-sequence chunk (Forward::sub_chunks()), a multiple of
-// 16: $RWKVD_VK_SUB_CHUNK (0: such chunks run whole), else 256.
+// kSubChunkAlign: $RWKVD_VK_SUB_CHUNK (0: such chunks run whole), else 256.
 uint32_t sub_chunk_tokens() {
   const char* v = std::getenv("RWKVD_VK_SUB_CHUNK");
   const uint32_t n =
       v != nullptr && *v != '\0' ? static_cast<uint32_t>(std::strtoul(v, nullptr, 10)) : 256;
-  return n / 16 * 16;
+  return n / kSubChunkAlign * kSubChunkAlign;
 }
 
 // The activation regions' offsets that ActLayout::from_token() moves.
@@ -674,6 +678,7 @@ Forward::View Forward::sub_view(const ForwardShape& s, const std::vector<SubChun
   v.meta_seq = 4 * sub_tokens_;
   v.meta_out = 4 * sub_tokens_ + 4;
   v.whole = false;
+  v.beside = static_cast<uint32_t>(subs.size());
   return v;
 }
 
@@ -693,9 +698,9 @@ std::vector<Forward::MmGroup> Forward::at_view(const std::vector<MmGroup>& group
 
 std::vector<Forward::SubChunk> Forward::sub_chunks(const ForwardShape& s, bool whole) const {
   if (!whole || sub_blocks_ == 0 || s.B != 1 || s.n_out > 1 || s.T <= sub_tokens_) return {};
-  // Near-equal sub-chunks (a stage lasts as long as its longest), multiples of 16 but the last.
+  // Near-equal sub-chunks (a stage lasts as long as its longest), whole tiles but the last.
   const uint32_t n = ceil_div(s.T, sub_tokens_);
-  const uint32_t size = ceil_div(ceil_div(s.T, n), 16) * 16;
+  const uint32_t size = ceil_div(ceil_div(s.T, n), kSubChunkAlign) * kSubChunkAlign;
   std::vector<SubChunk> out;
   for (uint32_t t0 = 0; t0 < s.T; t0 += size) out.push_back({t0, std::min(size, s.T - t0)});
   return out;
@@ -883,9 +888,10 @@ std::vector<Forward::Step> Forward::layer_steps(uint32_t l, const View& v, uint3
   const VkDescriptorSet wkv_set = fuse_lora ? p.lora_set : base;
   const uint32_t n_head = hp_.n_head;
   // A long chunk's wkv is two dispatches (the recurrence, then the GroupNorm).
-  out.push_back([this, wkv_set, wk, n_head, N, B, T, prof,
+  const uint32_t beside = v.beside;
+  out.push_back([this, wkv_set, wk, n_head, N, B, T, beside, prof,
                  phase = Kernels::Phase::kFirst](VkCommandBuffer cb) mutable {
-    const bool two = kernels_.wkv(cb, wkv_set, wk, n_head, N, B, T, phase);
+    const bool two = kernels_.wkv(cb, wkv_set, wk, n_head, N, B, T, phase, beside);
     profiler_.stamp(cb, prof, "wkv");
     if (!two || phase == Kernels::Phase::kSecond) return false;
     phase = Kernels::Phase::kSecond;

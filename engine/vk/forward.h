@@ -160,7 +160,8 @@ class Forward {
     ActLayout a;         // the activation rows of its tokens
     VkDescriptorSet base = VK_NULL_HANDLE, embed = VK_NULL_HANDLE;  // bound to its description
     uint32_t meta_seq = 0, meta_out = 0;
-    bool whole = true;  // the chunk itself (a sub-chunk's kernels read no lora_set's meta)
+    bool whole = true;    // the chunk itself (a sub-chunk's kernels read no lora_set's meta)
+    uint32_t beside = 1;  // sub-chunks whose dispatches run beside its own
   };
   // A segment's work between two barriers, one step after another. A call records the step's
   // next batch of dispatches; true: more follow, after a barrier (split-K sums, wkv's second

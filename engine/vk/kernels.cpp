@@ -826,7 +826,7 @@ void Kernels::shift(VkCommandBuffer cb, VkDescriptorSet set, const ShiftArgs& a,
 }
 
 bool Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& args, uint32_t n_head,
-                  uint32_t head_size, uint32_t n_seq, uint32_t T, Phase phase) {
+                  uint32_t head_size, uint32_t n_seq, uint32_t T, Phase phase, uint32_t beside) {
   if (head_size > 256 || (head_size & (head_size - 1)) != 0) {
     throw EngineError("vk wkv: head size must be a power of two <= 256");
   }
@@ -868,7 +868,7 @@ bool Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& args, 
     const Pipelines::Key pipelined =
         long_chunk && (args.y_q8 == kNoQ8 || y_half) ? wkv_long_key(head_size) : Pipelines::Key{};
     if (!pipelined.first.empty()) {
-      const uint32_t slices = wkv_slices(n_head, head_size, n_seq);
+      const uint32_t slices = wkv_slices(n_head, head_size, n_seq * beside);
       a.flags |= slices << 16;
       if (phase != Phase::kSecond) {
         bind(cb, set, pipes_.get(pipelined.first, pipelined.second), &a, sizeof(a));

@@ -151,9 +151,12 @@ class Kernels {
              uint32_t T);
   void shift(VkCommandBuffer cb, VkDescriptorSet set, const ShiftArgs& a, uint32_t T);
   // T: the tokens of the forward (long chunks get a variant with more tokens per pass, and a
-  // second dispatch: the return value and `phase` as for mm()).
+  // second dispatch: the return value and `phase` as for mm()). beside: how many such
+  // dispatches run side by side (sub-chunks), which share the GPU's room for a long chunk's
+  // workgroups.
   bool wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& a, uint32_t n_head,
-           uint32_t head_size, uint32_t n_seq, uint32_t T, Phase phase = Phase::kAll);
+           uint32_t head_size, uint32_t n_seq, uint32_t T, Phase phase = Phase::kAll,
+           uint32_t beside = 1);
   // Whether wkv() can take kWkvLora for LoRA ranks summing to lora_ranks (the subgroup
   // kernel, ranks its phase L holds; $RWKVD_VK_FUSE_LORA=0 says no, for comparisons).
   bool wkv_fuses_lora(uint32_t head_size, uint32_t lora_ranks) const;
