@@ -25,34 +25,6 @@ bool has_value_residual(size_t layer) {
   return layer > 0;
 }
 
-uint32_t ceil_div(uint32_t a, uint32_t b) {
-  return (a + b - 1) / b;
-}
-
-// Sub-chunks are whole tiles of the tensor-core products' tokens (kTileTokens), but the last:
-// a padded tile would add its work to every product (854 tokens as 4 x 224 took 4 x 256).
-constexpr uint32_t kSubChunkAlign = 64;
-
-// Most tokens a sub-chunk of a long one-sequence chunk (Forward::sub_chunks()), a multiple of
-// kSubChunkAlign: $RWKVD_VK_SUB_CHUNK (0: such chunks run whole), else 256.
-uint32_t sub_chunk_tokens() {
-  const char* v = std::getenv("RWKVD_VK_SUB_CHUNK");
-  const uint32_t n =
-      v != nullptr && *v != '\0' ? static_cast<uint32_t>(std::strtoul(v, nullptr, 10)) : 256;
-  return n / kSubChunkAlign * kSubChunkAlign;
-}
-
-// The activation regions' offsets that ActLayout::from_token() moves.
-constexpr uint32_t ActLayout::*kActRegions[] = {
-    &ActLayout::x,      &ActLayout::lerp,   &ActLayout::save_a, &ActLayout::save_f,
-    &ActLayout::r,      &ActLayout::k,      &ActLayout::v,      &ActLayout::hw,
-    &ActLayout::ha,     &ActLayout::hv,     &ActLayout::hg,     &ActLayout::wl,
-    &ActLayout::al,     &ActLayout::vl,     &ActLayout::g,      &ActLayout::vf,
-    &ActLayout::y,      &ActLayout::fx,     &ActLayout::fh,     &ActLayout::embd,
-    &ActLayout::logits, &ActLayout::argmax, &ActLayout::q_lerp, &ActLayout::q_y,
-    &ActLayout::q_fx,   &ActLayout::q_fh,   &ActLayout::q_embd, &ActLayout::h_lerp,
-    &ActLayout::h_y,    &ActLayout::h_fx,   &ActLayout::h_fh,   &ActLayout::h_embd};
-
 uint32_t row_bytes(const GgufTensor* t) {
   return static_cast<uint32_t>(*ggml_row_bytes(t->type, static_cast<uint64_t>(t->ne[0])));
 }
@@ -65,20 +37,6 @@ MmSlot slot_for(const GgufTensor* t, uint32_t x, uint32_t y, MmMode mode, uint32
 
 }  // namespace
 
-uint32_t ActLayout::at_token(uint32_t off, uint32_t t0) const {
-  if (off == kNoQ8 || t0 == 0) return off;
-  const auto after = std::upper_bound(rows.begin(), rows.end(), off,
-                                      [](uint32_t o, const auto& row) { return o < row.first; });
-  if (after == rows.begin()) throw EngineError("vulkan: an offset before the activations");
-  return off + t0 * std::prev(after)->second;
-}
-
-ActLayout ActLayout::from_token(uint32_t t0) const {
-  ActLayout out = *this;
-  for (const auto field : kActRegions) out.*field = at_token(this->*field, t0);
-  return out;
-}
-
 ForwardBuffers ForwardBuffers::make(Device& dev, const Rwkv7Hparams& hp, uint32_t token_cap,
                                     uint32_t seq_cap, uint32_t n_slots) {
   const uint32_t D = hp.n_embd;
@@ -90,17 +48,13 @@ ForwardBuffers ForwardBuffers::make(Device& dev, const Rwkv7Hparams& hp, uint32_
   // Activation regions, each [tc][width] floats.
   auto lay_out = [&](uint32_t tc) {
     uint32_t at = 0;
-    a.rows.clear();
-    // Starting at a multiple of 4 floats (16 bytes); row: floats a token (width unless the
-    // region holds several blocks of rows).
-    auto region = [&](uint32_t width, uint32_t row = 0) {
+    auto region = [&](uint32_t width) {  // starting at a multiple of 4 floats (16 bytes)
       const uint32_t o = at;
       at += tc * ((width + 3) / 4 * 4);
-      if (width > 0) a.rows.emplace_back(o, row != 0 ? row : width);
       return o;
     };
     a.x = region(D);
-    a.lerp = region(6 * D, D);  // xr, xw, xk, xv, xa, xg: each Tc*D apart
+    a.lerp = region(6 * D);  // xr, xw, xk, xv, xa, xg: each Tc*D apart
     a.save_a = region(D);
     a.save_f = region(D);
     a.r = region(D);
@@ -108,7 +62,7 @@ ForwardBuffers ForwardBuffers::make(Device& dev, const Rwkv7Hparams& hp, uint32_
     a.v = region(D);
     a.hw = region(hp.rank_w);
     a.ha = region(hp.rank_a);
-    a.hv = region(std::max(hp.rank_v, hp.rank_a), hp.rank_v);
+    a.hv = region(std::max(hp.rank_v, hp.rank_a));
     a.hg = region(hp.rank_g);
     a.wl = region(D);
     a.al = region(D);
@@ -121,12 +75,12 @@ ForwardBuffers ForwardBuffers::make(Device& dev, const Rwkv7Hparams& hp, uint32_
     a.embd = region(D);
     a.logits = region(hp.n_vocab);
     a.argmax = region(2 * Kernels::argmax_parts(hp.n_vocab));
-    a.q_lerp = region(6 * q8_row_floats(D), q8_row_floats(D));
+    a.q_lerp = region(6 * q8_row_floats(D));
     a.q_y = region(q8_row_floats(D));
     a.q_fx = region(q8_row_floats(D));
     a.q_fh = region(q8_row_floats(hp.n_ffn));
     a.q_embd = region(q8_row_floats(D));
-    a.h_lerp = region(6 * (D / 2), D / 2);
+    a.h_lerp = region(6 * (D / 2));
     a.h_y = region(D / 2);
     a.h_fx = region(D / 2);
     a.h_fh = region((hp.n_ffn + 1) / 2);
@@ -161,20 +115,7 @@ ForwardBuffers ForwardBuffers::make(Device& dev, const Rwkv7Hparams& hp, uint32_
   // from host memory each such load crosses PCIe, microseconds per dispatch.
   const MemKind meta_kind =
       std::getenv("RWKVD_VK_META_HOST") != nullptr ? MemKind::kUpload : MemKind::kDeviceMapped;
-  // Then the sub-chunks' descriptions (Forward::sub_chunks()), each at an offset a storage
-  // buffer binding may start at: [4 x tokens][4: the sequence][tokens: the output row].
-  const uint32_t chunk_words = 4 * Tc + 4 * seq_cap + Tc;
-  if (const uint32_t sub = sub_chunk_tokens(); sub > 0 && Tc > sub) {
-    const auto align = static_cast<uint32_t>(
-        std::max<VkDeviceSize>(dev.props().limits.minStorageBufferOffsetAlignment / 4, 1));
-    b.sub_tokens = sub;
-    b.sub_blocks = ceil_div(Tc, sub);
-    b.sub_block_words = ceil_div(5 * sub + 4, align) * align;
-    b.sub_meta = ceil_div(chunk_words, align) * align;
-  }
-  b.meta =
-      Buffer(dev, (VkDeviceSize{b.sub_meta} + b.sub_blocks * b.sub_block_words + chunk_words) * 4,
-             meta_kind);
+  b.meta = Buffer(dev, (4 * VkDeviceSize{Tc} + 4 * seq_cap + Tc) * 4, meta_kind);
   const auto readback_start = std::chrono::steady_clock::now();
   b.readback = Buffer(dev, VkDeviceSize{b.out_cap} * (D + hp.n_vocab) * 4, MemKind::kReadback);
   b.readback_seconds =
@@ -197,10 +138,6 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
       token_cap_(buffers.token_cap),
       seq_cap_(buffers.seq_cap),
       out_cap_(buffers.out_cap),
-      sub_tokens_(buffers.sub_tokens),
-      sub_blocks_(buffers.sub_blocks),
-      sub_block_words_(buffers.sub_block_words),
-      sub_meta_(buffers.sub_meta),
       kernels_(dev, pipes),
       act_(std::move(buffers.act)),
       state_(std::move(buffers.state)),
@@ -212,7 +149,7 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
   const uint32_t D = hp_.n_embd;
   const uint32_t Tc = token_cap_;
   const uint32_t L = hp_.n_layer;
-  sets_ = std::make_unique<DescriptorSets>(dev, pipes.set_layout(), 3 + 16 * L + 2 * sub_blocks_);
+  sets_ = std::make_unique<DescriptorSets>(dev, pipes.set_layout(), 3 + 16 * L);
   SetBindings base;
   base.meta = {meta_.handle(), 0, VK_WHOLE_SIZE};
   base.act = {act_.handle(), 0, VK_WHOLE_SIZE};
@@ -223,13 +160,6 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
   SetBindings emb = base;
   emb.weights[0] = w_.range(model.token_embd);
   embed_set_ = sets_->make(emb);
-  for (uint32_t q = 0; q < sub_blocks_; ++q) {
-    const BufferRange meta{meta_.handle(), (VkDeviceSize{sub_meta_} + q * sub_block_words_) * 4,
-                           VkDeviceSize{sub_block_words_} * 4};
-    SetBindings b = base, e = emb;
-    b.meta = e.meta = meta;
-    sub_sets_.emplace_back(sets_->make(b), sets_->make(e));
-  }
 
   const uint32_t TD = Tc * D, TQ = Tc * q8_row_floats(D);
   // y's int8 form comes from wkv, which not every kernel variant writes.
@@ -331,36 +261,34 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
   }
 }
 
-ShiftArgs Forward::att_shift(uint32_t l, const View& v) const {
-  const uint32_t T = v.shape.T;
-  const ActLayout& a = v.a;
+ShiftArgs Forward::att_shift(uint32_t l, uint32_t T) const {
   const uint32_t D = hp_.n_embd, N = hp_.head_size;
   const uint32_t layer_floats = (N + 2) * D;
   const Rwkv7Layer& ly = model_.layers()[l];
   const LayerPlan& p = layers_[l];
   ShiftArgs tm{D,
                6,
-               a.x,
-               a.lerp,
+               a_.x,
+               a_.lerp,
                token_cap_ * D,
-               a.save_a,
+               a_.save_a,
                w_.vec(ly.attn_norm_w),
                w_.vec(ly.attn_norm_b),
                w_.vec(ly.lerp_fused),
                l * layer_floats,
                static_cast<uint32_t>(hp_.state_floats()),
                l > 0 ? 1u : 0u,
-               a.save_f,
+               a_.save_f,
                l > 0 ? (l - 1) * layer_floats + (N + 1) * D : 0,
-               v.meta_seq,
+               meta_seq(),
                hp_.ln_eps};
   tm.q8_mask = lerp_mask(p.first, T, InputForm::kInt8);
-  tm.q8_off = a.q_lerp;
+  tm.q8_off = a_.q_lerp;
   tm.q8_stride = token_cap_ * q8_row_floats(D);
   // The fp16 form of the lerps that tensor-core products read, from the shift itself (their
   // h16.comp dispatch and its barrier saved).
   tm.h16_mask = lerp_mask(p.first, T, InputForm::kHalf);
-  tm.h16_off = a.h_lerp;
+  tm.h16_off = a_.h_lerp;
   tm.h16_stride = token_cap_ * (D / 2);
   // (Where the shift writes no fp16 form, h16.comp makes it from the floats.)
   const uint32_t floats =
@@ -369,36 +297,34 @@ ShiftArgs Forward::att_shift(uint32_t l, const View& v) const {
   return tm;
 }
 
-ShiftArgs Forward::ffn_shift(uint32_t l, const View& v) const {
-  const uint32_t T = v.shape.T;
-  const ActLayout& a = v.a;
+ShiftArgs Forward::ffn_shift(uint32_t l, uint32_t T) const {
   const uint32_t D = hp_.n_embd, N = hp_.head_size;
   const uint32_t lbase = l * (N + 2) * D;
   const Rwkv7Layer& ly = model_.layers()[l];
   const LayerPlan& p = layers_[l];
   ShiftArgs cm{D,
                1,
-               a.x,
-               a.fx,
+               a_.x,
+               a_.fx,
                token_cap_ * D,
-               a.save_f,
+               a_.save_f,
                w_.vec(ly.attn_norm2_w),
                w_.vec(ly.attn_norm2_b),
                w_.vec(ly.ffn_lerp_k),
                lbase + (N + 1) * D,
                static_cast<uint32_t>(hp_.state_floats()),
                1,
-               a.save_a,
+               a_.save_a,
                lbase,
-               v.meta_seq,
+               meta_seq(),
                hp_.ln_eps};
   if (reads_q8(p.fkey, T)) {
     cm.q8_mask = 1;
-    cm.q8_off = a.q_fx;
+    cm.q8_off = a_.q_fx;
   }
   if (p.fkey.size() == 1 && reads_h16(p.fkey, T)) {
     cm.h16_mask = 1;
-    cm.h16_off = a.h_fx;
+    cm.h16_off = a_.h_fx;
   }
   cm.f32_skip = cm.q8_mask | cm.h16_mask;  // the ffn key product reads that form alone
   return cm;
@@ -510,8 +436,8 @@ bool Forward::fkey_writes_h16(const LayerPlan& p, uint32_t T) const {
          kernels_.writes_h16(p.fkey[0].type, p.fkey[0].slots, T);
 }
 
-std::vector<Kernels::HalfRegion> Forward::half_regions(const std::vector<MmGroup>& groups,
-                                                       uint32_t T) const {
+void Forward::record_half(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T,
+                          uint32_t prof) {
   std::vector<Kernels::HalfRegion> regions;
   for (const MmGroup& g : groups) {
     if (!kernels_.reads_h16(g.type, g.slots, T)) continue;
@@ -522,25 +448,10 @@ std::vector<Kernels::HalfRegion> Forward::half_regions(const std::vector<MmGroup
       if (!seen) regions.push_back({sl.K, sl.x_off, sl.h16_off});
     }
   }
-  return regions;
-}
-
-bool Forward::record_half(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T,
-                          uint32_t prof) {
-  const std::vector<Kernels::HalfRegion> regions = half_regions(groups, T);
-  if (regions.empty()) return false;
+  if (regions.empty()) return;
   kernels_.to_half(cb, base_set_, T, regions);
   profiler_.stamp(cb, prof, "h16");
-  return true;
-}
-
-void Forward::add_half_step(std::vector<Step>& out, const std::vector<MmGroup>& groups, uint32_t T,
-                            uint32_t prof) {
-  if (half_regions(groups, T).empty()) return;
-  out.push_back([this, groups, T, prof](VkCommandBuffer cb) {
-    record_half(cb, groups, T, prof);
-    return false;
-  });
+  Kernels::compute_barrier(cb);
 }
 
 uint32_t Forward::lerp_mask(const std::vector<MmGroup>& groups, uint32_t T, InputForm form) const {
@@ -582,221 +493,70 @@ const std::vector<VkCommandBuffer>& Forward::commands(const ForwardShape& shape,
     VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     RWKVD_VK(vkBeginCommandBuffer(cb, &bi));
   }
-  const std::vector<SubChunk> subs = sub_chunks(shape, whole);
-  if (subs.empty()) {
-    const View v = whole_view(shape);
-    for (uint32_t s = 0; s < segments; ++s) {
-      VkCommandBuffer cb = r.cbs[whole ? 0 : s];
-      Kernels::barrier(cb);  // after the previous segment / chunk / state transfer
-      r.profile.push_back(profiler_.begin(cb, shape.T));
-      std::vector<std::vector<Step>> lists{steps(s, v, r.profile.back())};
-      run_steps(cb, lists);
-    }
-  } else {
-    // Stage g runs segment g - q of sub-chunk q (0: embedding; 1..L: layers; L + 1: the head):
-    // sub-chunk q + 1 reads the state rows of a layer a stage after q wrote them, and within a
-    // stage the shifts that read a first token's shift row from the state come after the step
-    // (the att shift, out_ln) that commits it (see shift.comp).
-    std::vector<View> views;
-    for (uint32_t q = 0; q < subs.size(); ++q) views.push_back(sub_view(shape, subs, q));
-    const auto P = static_cast<uint32_t>(subs.size());
-    for (uint32_t g = 0; g + 1 < segments + P; ++g) {
-      VkCommandBuffer cb = r.cbs[0];
-      Kernels::barrier(cb);
-      r.profile.push_back(profiler_.begin(cb, shape.T));
-      std::vector<std::vector<Step>> lists;
-      for (uint32_t q = 0; q < P; ++q) {
-        if (g >= q && g - q < segments) lists.push_back(steps(g - q, views[q], r.profile.back()));
-      }
-      run_steps(cb, lists);
-    }
+  for (uint32_t s = 0; s < segments; ++s) {
+    VkCommandBuffer cb = r.cbs[whole ? 0 : s];
+    Kernels::barrier(cb);  // after the previous segment / chunk / state transfer
+    r.profile.push_back(profiler_.begin(cb, shape.T));
+    record(cb, s, shape, r.profile.back());
   }
   for (VkCommandBuffer cb : r.cbs) RWKVD_VK(vkEndCommandBuffer(cb));
   ++shapes_recorded_;
   return recorded_.emplace(std::pair{shape, whole}, std::move(r)).first->second.cbs;
 }
 
-void Forward::run_steps(VkCommandBuffer cb, std::vector<std::vector<Step>>& lists) {
-  size_t most = 0;
-  for (const auto& l : lists) most = std::max(most, l.size());
-  for (size_t k = 0; k < most; ++k) {
-    if (k > 0) Kernels::compute_barrier(cb);
-    std::vector<Step*> live;
-    for (auto& l : lists) {
-      if (k < l.size()) live.push_back(&l[k]);
-    }
-    while (!live.empty()) {
-      std::vector<Step*> more;
-      for (Step* st : live) {
-        if ((*st)(cb)) more.push_back(st);
-      }
-      if (!more.empty()) Kernels::compute_barrier(cb);
-      live = std::move(more);
-    }
-  }
-}
-
-Forward::Step Forward::mm_step(std::vector<MmGroup> groups, uint32_t T, uint32_t prof) {
-  return [this, groups = std::move(groups), T, prof, next = size_t{0},
-          pending = false](VkCommandBuffer cb) mutable {
-    if (pending) {  // the previous group's split-K sums
-      const MmGroup& g = groups[next - 1];
-      kernels_.mm(cb, g.set, g.type, g.slots, T, Kernels::Phase::kSecond);
-      profiler_.stamp(cb, prof, g.label);
-      pending = false;
-    }
-    while (next < groups.size()) {
-      const MmGroup& g = groups[next++];
-      pending = kernels_.mm(cb, g.set, g.type, g.slots, T, Kernels::Phase::kFirst);
-      profiler_.stamp(cb, prof, g.label);
-      if (pending) return true;
-    }
-    return false;
-  };
-}
-
-Forward::View Forward::whole_view(const ForwardShape& s) const {
-  View v;
-  v.shape = s;
-  v.a = a_;
-  v.base = base_set_;
-  v.embed = embed_set_;
-  v.meta_seq = meta_seq();
-  v.meta_out = meta_out();
-  return v;
-}
-
-Forward::View Forward::sub_view(const ForwardShape& s, const std::vector<SubChunk>& subs,
-                                uint32_t q) const {
-  const bool last = q + 1 == subs.size();
-  View v;
-  v.shape = {subs[q].T, 1, last ? s.n_out : 0, last ? s.n_logit : 0, last && s.argmax};
-  v.t0 = subs[q].t0;
-  v.a = a_.from_token(v.t0);
-  v.base = sub_sets_[q].first;
-  v.embed = sub_sets_[q].second;
-  v.meta_seq = 4 * sub_tokens_;
-  v.meta_out = 4 * sub_tokens_ + 4;
-  v.whole = false;
-  v.beside = static_cast<uint32_t>(subs.size());
-  return v;
-}
-
-std::vector<Forward::MmGroup> Forward::at_view(const std::vector<MmGroup>& groups,
-                                               const View& v) const {
-  std::vector<MmGroup> out = groups;
-  for (MmGroup& g : out) {
-    for (MmSlot& sl : g.slots) {
-      for (uint32_t* off :
-           {&sl.x_off, &sl.y_off, &sl.q8_off, &sl.yq_off, &sl.yh_off, &sl.h16_off, &sl.part_off}) {
-        *off = a_.at_token(*off, v.t0);
-      }
-    }
-  }
-  return out;
-}
-
-std::vector<Forward::SubChunk> Forward::sub_chunks(const ForwardShape& s, bool whole) const {
-  if (!whole || sub_blocks_ == 0 || s.B != 1 || s.n_out > 1 || s.T <= sub_tokens_) return {};
-  // Near-equal sub-chunks (a stage lasts as long as its longest), whole tiles but the last.
-  const uint32_t n = ceil_div(s.T, sub_tokens_);
-  const uint32_t size = ceil_div(ceil_div(s.T, n), kSubChunkAlign) * kSubChunkAlign;
-  std::vector<SubChunk> out;
-  for (uint32_t t0 = 0; t0 < s.T; t0 += size) out.push_back({t0, std::min(size, s.T - t0)});
-  return out;
-}
-
-bool Forward::describe_sub_chunks(const ForwardShape& shape, bool whole) {
-  const std::vector<SubChunk> subs = sub_chunks(shape, whole);
-  if (subs.empty()) return false;
-  auto* meta = static_cast<uint32_t*>(meta_.mapped());
-  const uint32_t slot = meta[meta_seq()];  // the chunk's one sequence
-  for (uint32_t q = 0; q < subs.size(); ++q) {
-    const SubChunk& c = subs[q];
-    uint32_t* m = meta + sub_meta_ + q * sub_block_words_;
-    for (uint32_t j = 0; j < c.T; ++j) {
-      // The token's id; sequence 0; its position in the sub-chunk (0: the shift row comes from
-      // the state, where the sub-chunk before committed it).
-      m[4 * j] = meta[4 * (c.t0 + j)];
-      m[4 * j + 1] = 0;
-      m[4 * j + 2] = j;
-      m[4 * j + 3] = 0;
-    }
-    uint32_t* seq = m + 4 * sub_tokens_;
-    seq[0] = slot;
-    seq[1] = 0;
-    seq[2] = c.T;
-    seq[3] = 0;
-    seq[4] = c.T - 1;  // the output row (the chunk's last token), read only in the last
-  }
-  return true;
-}
-
-std::vector<Forward::Step> Forward::steps(uint32_t segment, const View& v, uint32_t prof) {
+void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s, uint32_t prof) {
+  const uint32_t D = hp_.n_embd, N = hp_.head_size, L = hp_.n_layer;
+  const uint32_t row_floats = D, layer_floats = (N + 2) * D;
+  const uint32_t slot_floats = static_cast<uint32_t>(hp_.state_floats());
   if (segment == 0) {
-    const uint32_t D = hp_.n_embd, T = v.shape.T;
-    const EmbedArgs e{D,
-                      row_bytes(model_.token_embd),
-                      v.a.x,
-                      w_.vec(model_.emb_norm_w),
-                      w_.vec(model_.emb_norm_b),
-                      hp_.ln_eps};
-    const VkDescriptorSet set = v.embed;
-    const GgmlType type = model_.token_embd->type;
-    return {[this, e, set, type, T, prof](VkCommandBuffer cb) {
-      kernels_.embed(cb, set, type, e, T);
-      profiler_.stamp(cb, prof, "embed");
-      return false;
-    }};
+    EmbedArgs e{D,
+                row_bytes(model_.token_embd),
+                a_.x,
+                w_.vec(model_.emb_norm_w),
+                w_.vec(model_.emb_norm_b),
+                hp_.ln_eps};
+    kernels_.embed(cb, embed_set_, model_.token_embd->type, e, s.T);
+    profiler_.stamp(cb, prof, "embed");
+    return;
   }
-  if (segment == hp_.n_layer + 1) return {head_step(v, prof)};
-  return layer_steps(segment - 1, v, prof);
-}
-
-Forward::Step Forward::head_step(const View& v, uint32_t prof) {
-  return [this, v, prof](VkCommandBuffer cb) {
-    const uint32_t D = hp_.n_embd, N = hp_.head_size, L = hp_.n_layer;
-    const uint32_t layer_floats = (N + 2) * D;
-    const uint32_t slot_floats = static_cast<uint32_t>(hp_.state_floats());
-    const ForwardShape& s = v.shape;
-    const ActLayout& a = v.a;
+  if (segment == L + 1) {
     // A few logit rows (5-16: a few sequences decoding) on tensor cores from embd's fp16 form
     // rather than on the int8 kernel (H100, Q6_K 65536 x 2560 at 8 rows: 164 against 249 us);
     // more keep reading the floats (their pipeline is made at load, Kernels::warm).
-    std::vector<MmGroup> head = at_view(head_, v);
-    if (kernels_.few_on_coopmat(s.n_logit)) head[0].slots[0].h16_off = a.h_embd;
+    std::vector<MmGroup> head = head_;
+    if (kernels_.few_on_coopmat(s.n_logit)) head[0].slots[0].h16_off = a_.h_embd;
     // A head on the int8 kernel reads embd's int8 form, which out_ln writes where it can (the
     // logit rows are a prefix of embd), else a q8.comp dispatch.
     const bool head_q8 = s.n_logit > 0 && reads_q8(head, s.n_logit);
     const bool ln_q8 = head_q8 && kernels_.out_ln_writes_q8(D);
     OutLnArgs o{D,
-                a.x,
-                a.embd,
+                a_.x,
+                a_.embd,
                 w_.vec(model_.out_norm_w),
                 w_.vec(model_.out_norm_b),
                 s.n_out,
                 s.B,
-                v.meta_seq,
-                v.meta_out,
+                meta_seq(),
+                meta_out(),
                 slot_floats,
-                a.save_f,
-                (L - 1) * layer_floats + (N + 1) * D,
+                a_.save_f,
+                (L - 1) * layer_floats + (N + 1) * row_floats,
                 hp_.ln_eps,
-                ln_q8 ? a.q_embd : kNoQ8};
-    kernels_.out_ln(cb, v.base, o);
+                ln_q8 ? a_.q_embd : kNoQ8};
+    kernels_.out_ln(cb, base_set_, o);
     profiler_.stamp(cb, prof, "out_ln");
     if (s.n_logit > 0) {
       Kernels::compute_barrier(cb);
       if (head_q8 && !ln_q8) {
-        kernels_.quantize_q8(cb, v.base, D, s.n_logit, a.embd, a.q_embd);
+        kernels_.quantize_q8(cb, base_set_, D, s.n_logit, a_.embd, a_.q_embd);
         profiler_.stamp(cb, prof, "q8 head");
         Kernels::compute_barrier(cb);
       }
-      if (record_half(cb, head, s.n_logit, prof)) Kernels::compute_barrier(cb);
+      record_half(cb, head, s.n_logit, prof);
       record_mm(cb, head, s.n_logit, prof);
       if (s.argmax) {
         Kernels::compute_barrier(cb);
-        kernels_.argmax(cb, v.base, hp_.n_vocab, s.n_logit, a.logits, a.argmax);
+        kernels_.argmax(cb, base_set_, hp_.n_vocab, s.n_logit, a_.logits, a_.argmax);
         profiler_.stamp(cb, prof, "argmax");
       }
     }
@@ -805,8 +565,8 @@ Forward::Step Forward::head_step(const View& v, uint32_t prof) {
       const VkDeviceSize logit_bytes =
           s.argmax ? VkDeviceSize{s.n_logit} * Kernels::argmax_parts(hp_.n_vocab) * 8
                    : VkDeviceSize{s.n_logit} * hp_.n_vocab * 4;
-      VkBufferCopy regions[2] = {{VkDeviceSize{a.embd} * 4, 0, VkDeviceSize{s.n_out} * D * 4},
-                                 {VkDeviceSize{s.argmax ? a.argmax : a.logits} * 4,
+      VkBufferCopy regions[2] = {{VkDeviceSize{a_.embd} * 4, 0, VkDeviceSize{s.n_out} * D * 4},
+                                 {VkDeviceSize{s.argmax ? a_.argmax : a_.logits} * 4,
                                   readback_logits_offset(), logit_bytes}};
       vkCmdCopyBuffer(cb, act_.handle(), readback_.handle(), s.n_logit > 0 ? 2 : 1, regions);
       profiler_.stamp(cb, prof, "copy out");
@@ -816,44 +576,37 @@ Forward::Step Forward::head_step(const View& v, uint32_t prof) {
     mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
     vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                          VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
-    return false;
-  };
-}
-
-std::vector<Forward::Step> Forward::layer_steps(uint32_t l, const View& v, uint32_t prof) {
-  const uint32_t D = hp_.n_embd, N = hp_.head_size, T = v.shape.T, B = v.shape.B;
-  const uint32_t layer_floats = (N + 2) * D;
-  const uint32_t slot_floats = static_cast<uint32_t>(hp_.state_floats());
-  const ActLayout& a = v.a;
+    return;
+  }
+  const uint32_t l = segment - 1;
   const Rwkv7Layer& ly = model_.layers()[l];
   const LayerPlan& p = layers_[l];
-  const VkDescriptorSet base = v.base;
-  std::vector<Step> out;
-  const ShiftArgs tm = att_shift(l, v);
-  out.push_back([this, base, tm, T, prof](VkCommandBuffer cb) {
-    kernels_.shift(cb, base, tm, T);
-    profiler_.stamp(cb, prof, "shift att");
-    return false;
-  });
-  const std::vector<MmGroup> first = at_view(p.first, v);
-  if (tm.h16_mask == 0) add_half_step(out, first, T, prof);
-  out.push_back(mm_step(first, T, prof));
+  const uint32_t lbase = l * layer_floats;
+  const ShiftArgs tm = att_shift(l, s.T);
+  kernels_.shift(cb, base_set_, tm, s.T);
+  profiler_.stamp(cb, prof, "shift att");
+  Kernels::compute_barrier(cb);
+  if (tm.h16_mask == 0) record_half(cb, p.first, s.T, prof);
+  record_mm(cb, p.first, s.T, prof);
+  Kernels::compute_barrier(cb);
   // (One sequence with F16 LoRA up weights runs them as products: H100, 2.9B F16, products /
-  // inside wkv, tok/s: gen-1 301.6, 300.3 / 285.8, 285.5; gen-8 1108, 1101 / 1139, 1174. A
-  // sub-chunk runs them as products too: lora_set binds the chunk's description.)
-  const bool fuse_lora = v.whole && fuse_lora_ && T <= kFusedLoraMaxT && B <= kFusedLoraMaxB &&
-                         (B > 1 || p.lora_half == 0);
-  if (!fuse_lora) out.push_back(mm_step(at_view(p.second, v), T, prof));
+  // inside wkv, tok/s: gen-1 301.6, 300.3 / 285.8, 285.5; gen-8 1108, 1101 / 1139, 1174.)
+  const bool fuse_lora =
+      fuse_lora_ && s.T <= kFusedLoraMaxT && s.B <= kFusedLoraMaxB && (s.B > 1 || p.lora_half == 0);
+  if (!fuse_lora) {
+    record_mm(cb, p.second, s.T, prof);
+    Kernels::compute_barrier(cb);
+  }
   WkvArgs wk{D,
-             a.r,
-             a.k,
-             a.v,
-             a.wl,
-             a.al,
-             a.vl,
-             a.g,
-             a.vf,
-             a.y,
+             a_.r,
+             a_.k,
+             a_.v,
+             a_.wl,
+             a_.al,
+             a_.vl,
+             a_.g,
+             a_.vf,
+             a_.y,
              w_.vec(ly.w0),
              w_.vec(ly.a0),
              w_.vec(ly.v0),
@@ -862,74 +615,64 @@ std::vector<Forward::Step> Forward::layer_steps(uint32_t l, const View& v, uint3
              w_.vec(ly.r_k),
              w_.vec(ly.ln_x_w),
              w_.vec(ly.ln_x_b),
-             l * layer_floats,
+             lbase,
              slot_floats,
              has_value_residual(l) ? 0u : kWkvLayer0,
-             v.meta_seq};
+             meta_seq()};
   if (fuse_lora) {
     wk.flags |= kWkvLora | p.lora_half;
-    wk.hw_off = a.hw;
-    wk.ha_off = a.ha;
-    wk.hv_off = a.hv;
-    wk.hg_off = a.hg;
+    wk.hw_off = a_.hw;
+    wk.ha_off = a_.ha;
+    wk.hv_off = a_.hv;
+    wk.hg_off = a_.hg;
     wk.rank_w = hp_.rank_w;
     wk.rank_a = hp_.rank_a;
     wk.rank_v = hp_.rank_v;
     wk.rank_g = hp_.rank_g;
   }
-  if (reads_q8(p.out, T)) wk.y_q8 = a.q_y;
+  if (reads_q8(p.out, s.T)) wk.y_q8 = a_.q_y;
   // The output product reads y's fp16 form alone (on tensor cores): wkv writes just that, and no
   // h16.comp dispatch and barrier make it (H100, 2.9B Q4_K_M: 4.5 us a layer at 8 tokens).
-  const bool y_half = reads_h16(p.out, T) && kernels_.wkv_writes_h16(N, T);
+  const bool y_half = reads_h16(p.out, s.T) && kernels_.wkv_writes_h16(N, s.T);
   if (y_half) {
     wk.flags |= kWkvYHalf;
-    wk.y_q8 = a.h_y;
+    wk.y_q8 = a_.h_y;
   }
-  const VkDescriptorSet wkv_set = fuse_lora ? p.lora_set : base;
-  const uint32_t n_head = hp_.n_head;
-  // A long chunk's wkv is two dispatches (the recurrence, then the GroupNorm).
-  const uint32_t beside = v.beside;
-  out.push_back([this, wkv_set, wk, n_head, N, B, T, beside, prof,
-                 phase = Kernels::Phase::kFirst](VkCommandBuffer cb) mutable {
-    const bool two = kernels_.wkv(cb, wkv_set, wk, n_head, N, B, T, phase, beside);
-    profiler_.stamp(cb, prof, "wkv");
-    if (!two || phase == Kernels::Phase::kSecond) return false;
-    phase = Kernels::Phase::kSecond;
-    return true;
-  });
-  const std::vector<MmGroup> outg = at_view(p.out, v);
-  if (!y_half) add_half_step(out, outg, T, prof);
-  out.push_back(mm_step(outg, T, prof));
-  const ShiftArgs cm = ffn_shift(l, v);
-  out.push_back([this, base, cm, T, prof](VkCommandBuffer cb) {
-    kernels_.shift(cb, base, cm, T);
-    profiler_.stamp(cb, prof, "shift ffn");
-    return false;
-  });
-  std::vector<MmGroup> fkey = at_view(p.fkey, v);
-  if (cm.h16_mask == 0) add_half_step(out, fkey, T, prof);
+  kernels_.wkv(cb, fuse_lora ? p.lora_set : base_set_, wk, hp_.n_head, N, s.B, s.T);
+  profiler_.stamp(cb, prof, "wkv");
+  Kernels::compute_barrier(cb);
+  if (!y_half) record_half(cb, p.out, s.T, prof);
+  record_mm(cb, p.out, s.T, prof);
+  Kernels::compute_barrier(cb);
+  const ShiftArgs cm = ffn_shift(l, s.T);
+  kernels_.shift(cb, base_set_, cm, s.T);
+  profiler_.stamp(cb, prof, "shift ffn");
+  Kernels::compute_barrier(cb);
+  const bool fkey_h16 = cm.h16_mask != 0;
+  if (!fkey_h16) record_half(cb, p.fkey, s.T, prof);
   // The ffn value product's int8 or fp16 input: written by the ffn key product where it can,
   // else by a dispatch of its own.
-  const bool fkey_h16_out = fkey_writes_h16(p, T);
-  if (fkey_h16_out) {
-    fkey[0].slots[0].yh_off = a.h_fh;
-    fkey[0].slots[0].y_half_only = true;  // the ffn value product reads fh in fp16 alone
-  } else if (fkey_writes_q8(p, T)) {
-    fkey[0].slots[0].yq_off = a.q_fh;
+  const bool fkey_h16_out = fkey_writes_h16(p, s.T);
+  if (fkey_writes_q8(p, s.T) || fkey_h16_out) {
+    std::vector<MmGroup> fkey = p.fkey;
+    if (fkey_h16_out) {
+      fkey[0].slots[0].yh_off = a_.h_fh;
+      fkey[0].slots[0].y_half_only = true;  // the ffn value product reads fh in fp16 alone
+    } else {
+      fkey[0].slots[0].yq_off = a_.q_fh;
+    }
+    record_mm(cb, fkey, s.T, prof);
+  } else {
+    record_mm(cb, p.fkey, s.T, prof);
   }
-  out.push_back(mm_step(std::move(fkey), T, prof));
-  if (reads_q8(p.fval, T) && !fkey_writes_q8(p, T)) {
-    const uint32_t n_ffn = hp_.n_ffn, fh = a.fh, q_fh = a.q_fh;
-    out.push_back([this, base, n_ffn, T, fh, q_fh, prof](VkCommandBuffer cb) {
-      kernels_.quantize_q8(cb, base, n_ffn, T, fh, q_fh);
-      profiler_.stamp(cb, prof, "q8 ffn");
-      return false;
-    });
+  Kernels::compute_barrier(cb);
+  if (reads_q8(p.fval, s.T) && !fkey_writes_q8(p, s.T)) {
+    kernels_.quantize_q8(cb, base_set_, hp_.n_ffn, s.T, a_.fh, a_.q_fh);
+    profiler_.stamp(cb, prof, "q8 ffn");
+    Kernels::compute_barrier(cb);
   }
-  const std::vector<MmGroup> fval = at_view(p.fval, v);
-  if (!fkey_h16_out) add_half_step(out, fval, T, prof);
-  out.push_back(mm_step(fval, T, prof));
-  return out;
+  if (!fkey_h16_out) record_half(cb, p.fval, s.T, prof);
+  record_mm(cb, p.fval, s.T, prof);
 }
 
 }  // namespace rwkvd::engine::vk

@@ -11,7 +11,6 @@
 #include <vulkan/vulkan.h>
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -46,13 +45,6 @@ struct ActLayout {
   uint32_t x, lerp, save_a, save_f, r, k, v, hw, ha, hv, hg, wl, al, vl, g, vf, y, fx, fh, embd,
       logits, argmax, q_lerp, q_y, q_fx, q_fh, q_embd, h_lerp, h_y, h_fx, h_fh, h_embd;
   uint32_t total;
-  // Each region's start and floats a token (a region of several [T_cap][width] blocks, as the
-  // lerps, has the width of one), in order of their starts.
-  std::vector<std::pair<uint32_t, uint32_t>> rows;
-  // Offset `off`, inside some region, t0 tokens on (kNoQ8 stays kNoQ8).
-  uint32_t at_token(uint32_t off, uint32_t t0) const;
-  // The layout of the rows from token t0 on: every region's offset at_token(, t0).
-  ActLayout from_token(uint32_t t0) const;
 };
 
 // A Forward's buffers (activations, the state slots, the batch description, the readback),
@@ -70,10 +62,6 @@ struct ForwardBuffers {
   static constexpr uint32_t kOutRows = 128;
   ActLayout layout{};
   uint32_t token_cap = 0, seq_cap = 0, out_cap = 0;
-  // Batch descriptions of sub-chunks (Forward::sub_chunks()) after the chunk's own in the meta
-  // buffer: sub_blocks of sub_block_words words each from word sub_meta, each bound as the meta
-  // of its sub-chunk's kernels. sub_tokens: most tokens a sub-chunk (0: none).
-  uint32_t sub_tokens = 0, sub_blocks = 0, sub_block_words = 0, sub_meta = 0;
   Buffer act, state, meta, readback;
   double seconds = 0, readback_seconds = 0;  // their making, and of that the readback's
 };
@@ -116,22 +104,6 @@ class Forward {
   // Dispatches recorded for one layer of a decode step (for reports and tests).
   uint32_t dispatches_per_layer() const { return dispatches_per_layer_; }
 
-  // A long chunk of one sequence runs as sub-chunks skewed by a layer: while sub-chunk q runs
-  // layer l, sub-chunk q + 1 runs layer l - 1, their dispatches of the same kind side by side
-  // between the same barriers. Each sub-chunk's wkv is a chain of its own tokens only (the
-  // recurrence over the chunk's tokens is sequential, and one sequence gives wkv a workgroup or
-  // two per head), and sub-chunk q + 1 reads the state rows sub-chunk q left a stage before:
-  // the same arithmetic as chunks run one after another. The sub-chunks' (first token, tokens),
-  // or none where the shape runs whole: one sequence, at most its last row out, the weights
-  // resident, more than sub_tokens ($RWKVD_VK_SUB_CHUNK, 0: never) tokens.
-  struct SubChunk {
-    uint32_t t0, T;
-  };
-  std::vector<SubChunk> sub_chunks(const ForwardShape& shape, bool whole) const;
-  // Writes the sub-chunks' batch descriptions from the chunk's (already in meta()); the caller
-  // flushes meta() after. False (nothing written) where the shape runs whole.
-  bool describe_sub_chunks(const ForwardShape& shape, bool whole);
-
  private:
   struct MmGroup {
     std::string label;  // for the profile: role and weight type
@@ -153,24 +125,6 @@ class Forward {
     std::vector<VkCommandBuffer> cbs;
     std::vector<uint32_t> profile;  // profiler recording of each command buffer
   };
-  // What a recording of (part of) a forward reads and writes: the whole chunk, or a sub-chunk.
-  struct View {
-    ForwardShape shape;  // its tokens, sequences and output rows
-    uint32_t t0 = 0;     // its first token in the chunk
-    ActLayout a;         // the activation rows of its tokens
-    VkDescriptorSet base = VK_NULL_HANDLE, embed = VK_NULL_HANDLE;  // bound to its description
-    uint32_t meta_seq = 0, meta_out = 0;
-    bool whole = true;    // the chunk itself (a sub-chunk's kernels read no lora_set's meta)
-    uint32_t beside = 1;  // sub-chunks whose dispatches run beside its own
-  };
-  // A segment's work between two barriers, one step after another. A call records the step's
-  // next batch of dispatches; true: more follow, after a barrier (split-K sums, wkv's second
-  // dispatch). Sub-chunks' steps of the same kind are recorded side by side, batch by batch.
-  using Step = std::function<bool(VkCommandBuffer)>;
-  // Records each list's steps side by side (the lists of sub-chunks in one stage, or one list).
-  static void run_steps(VkCommandBuffer cb, std::vector<std::vector<Step>>& lists);
-  // Products of `groups` as one step (each group's split-K sums a batch after its products).
-  Step mm_step(std::vector<MmGroup> groups, uint32_t T, uint32_t prof);
   // The weight types of the model's products, and the LoRA ranks' sum where wkv will do the
   // LoRA up products (every layer's are F32 or F16 and the device's wkv kernel holds them; else
   // 0).
@@ -181,18 +135,11 @@ class Forward {
   static PipelineNeeds pipeline_needs(const Rwkv7Model& model, const Kernels& kernels);
   std::vector<MmGroup> group(const std::string& role,
                              const std::vector<std::pair<const GgufTensor*, MmSlot>>& mats);
-  // Segment `segment` (embedding, layer, head) of view v, as steps.
-  std::vector<Step> steps(uint32_t segment, const View& v, uint32_t prof);
-  std::vector<Step> layer_steps(uint32_t l, const View& v, uint32_t prof);
-  Step head_step(const View& v, uint32_t prof);
-  View whole_view(const ForwardShape& s) const;
-  View sub_view(const ForwardShape& s, const std::vector<SubChunk>& subs, uint32_t q) const;
-  // groups' activation offsets moved to view v's rows.
-  std::vector<MmGroup> at_view(const std::vector<MmGroup>& groups, const View& v) const;
+  void record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s, uint32_t prof);
   void record_mm(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T, uint32_t prof);
-  // The arguments of layer l's time-mix (att) and channel-mix (ffn) shifts for view v.
-  ShiftArgs att_shift(uint32_t l, const View& v) const;
-  ShiftArgs ffn_shift(uint32_t l, const View& v) const;
+  // The arguments of layer l's time-mix (att) and channel-mix (ffn) shifts at T tokens.
+  ShiftArgs att_shift(uint32_t l, uint32_t T) const;
+  ShiftArgs ffn_shift(uint32_t l, uint32_t T) const;
 
   // Whether some product of `groups` reads its inputs' int8 form at T tokens (so their producer
   // must write it).
@@ -207,16 +154,10 @@ class Forward {
   // writes the int8 and fp16 forms itself (so no q8 or h16 dispatch need), and the floats only
   // where some product reads them.
   uint32_t lerp_mask(const std::vector<MmGroup>& groups, uint32_t T, InputForm form) const;
-  // The regions whose fp16 form `groups` read at T tokens (none: they read no such form).
-  std::vector<Kernels::HalfRegion> half_regions(const std::vector<MmGroup>& groups,
-                                                uint32_t T) const;
-  // Writes the fp16 form of the inputs that `groups` read as such at T tokens (h16.comp);
-  // false where none does (nothing recorded).
-  bool record_half(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T,
+  // Writes the fp16 form of the inputs that `groups` read as such at T tokens (h16.comp), then
+  // a barrier; nothing where none does.
+  void record_half(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T,
                    uint32_t prof);
-  // That as a step of its own (the products after it wait for it), where there is one.
-  void add_half_step(std::vector<Step>& out, const std::vector<MmGroup>& groups, uint32_t T,
-                     uint32_t prof);
   // Whether the ffn key product writes the int8 form of its output for the ffn value product.
   bool fkey_writes_q8(const LayerPlan& p, uint32_t T) const;
   // Or its fp16 form (both on tensor cores: mcd.comp).
@@ -227,14 +168,11 @@ class Forward {
   const Rwkv7Model& model_;
   Rwkv7Hparams hp_;
   uint32_t token_cap_, seq_cap_, out_cap_;
-  uint32_t sub_tokens_, sub_blocks_, sub_block_words_, sub_meta_;
   Kernels kernels_;
   Buffer act_, state_, meta_, readback_;
   ActLayout a_{};
   std::unique_ptr<DescriptorSets> sets_;
   VkDescriptorSet base_set_ = VK_NULL_HANDLE, embed_set_ = VK_NULL_HANDLE;
-  // Each sub-chunk block's (base, embed) sets: the meta binding at its description.
-  std::vector<std::pair<VkDescriptorSet, VkDescriptorSet>> sub_sets_;
   std::vector<LayerPlan> layers_;
   // Decode forwards (T <= kFusedLoraMaxT, B <= kFusedLoraMaxB) let wkv do the LoRA up products:
   // every layer's are F32 or F16 weights with ranks of whole vec4s and the device runs wkv_sg.

@@ -648,8 +648,8 @@ void Kernels::bind(VkCommandBuffer cb, VkDescriptorSet set, VkPipeline p, const 
   ++dispatches_;
 }
 
-bool Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
-                 std::span<const MmSlot> slots, uint32_t T, Phase phase) {
+void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
+                 std::span<const MmSlot> slots, uint32_t T) {
   if (slots.empty() || slots.size() > kWeightBindings || T == 0) {
     throw EngineError("vk mm: 1..4 slots and T > 0 required");
   }
@@ -696,16 +696,13 @@ bool Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       pc.part_off = slots[0].part_off;
       pc.part_width = slots[0].part_width;
     }
-    if (phase != Phase::kSecond) {
-      bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
-      vkCmdDispatch(cb, gx, gy, n_slots * split);
-    }
-    if (split > 1 && phase == Phase::kAll) compute_barrier(cb);
-    if (split > 1 && phase != Phase::kFirst) {
+    bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
+    vkCmdDispatch(cb, gx, gy, n_slots * split);
+    if (split > 1) {
+      compute_barrier(cb);
       bind(cb, set, pipes_.get("mc_sum", {kMcSumWg}), &pc, sizeof(pc));
       vkCmdDispatch(cb, ceil_div(T * max_n, kMcSumWg), n_slots, 1);
     }
-    return split > 1;
   };
   // (F16 weights read the float inputs, which mcd.comp splits in two fp16 halves; like the fp16
   // forms' products, only with K a multiple of its 64-input steps: a LoRA up product of rank 32
@@ -719,19 +716,19 @@ bool Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       pc.x_off[i] = slots[i].h16_off;
       pc.yq_off[i] = slots[i].yh_off;
     }
-    return dispatch_parts(mcd_key(type), mcd_split(slots), ceil_div(max_n, kMcdRows),
-                          ceil_div(T, kMcdTokens));
+    dispatch_parts(mcd_key(type), mcd_split(slots), ceil_div(max_n, kMcdRows),
+                   ceil_div(T, kMcdTokens));
+    return;
   }
   if (k32 && T <= mv_max_t_ && takes_mvf(type, slots, T)) {
     uint64_t weights = 0;  // the largest slot's
     for (const MmSlot& sl : slots) weights = std::max<uint64_t>(weights, uint64_t{sl.K} * sl.N);
     const Pipelines::Key key = mvf_key(type, max_n, weights);
-    if (phase == Phase::kSecond) return false;  // one dispatch
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
     const uint32_t rows =
         key.second[0] / dev_.features().subgroup_size / key.second[3] * key.second[2];
     vkCmdDispatch(cb, row_groups(max_n, rows), 1, static_cast<uint32_t>(slots.size()));
-    return false;
+    return;
   }
   if (k32 && T <= mv_max_t_) {
     const uint32_t tt = mv_tokens(T, mv_tt_max_);
@@ -748,13 +745,12 @@ bool Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     }
     const uint32_t mv_r = mv_rows();
     const Pipelines::Key key = q8 ? mvq_key(type, tt, qout) : mv_key(type, tt, mv_r);
-    if (phase == Phase::kSecond) return false;  // one dispatch
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
     const uint32_t rows =
         key.second[0] / dev_.features().subgroup_size / pc.ksplit * (q8 ? mvq_rows(tt) : mv_r);
     vkCmdDispatch(cb, row_groups(max_n, rows), ceil_div(T, tt),
                   static_cast<uint32_t>(slots.size()));
-    return false;
+    return;
   }
   if (k32 && T >= mt_min_t_) {  // (mv took every T <= mv_max_t_ above)
     if (coopmat) {
@@ -782,15 +778,14 @@ bool Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
           if (slots[i].yh_off != kNoQ8 && slots[i].y_half_only) pc.mode[i] |= kModeHalfOnly;
         }
       }
-      return dispatch_parts(mc_key(type, rows, tokens, x16), split, ceil_div(max_n, rows),
-                            ceil_div(T, tokens));
+      dispatch_parts(mc_key(type, rows, tokens, x16), split, ceil_div(max_n, rows),
+                     ceil_div(T, tokens));
+      return;
     }
-    if (phase == Phase::kSecond) return false;  // one dispatch
     bind(cb, set, pipes_.get("mt_" + weight_type_suffix(type), {}), &pc, sizeof(pc));
     vkCmdDispatch(cb, ceil_div(max_n, kTileRows), ceil_div(T, kTileTokens), n_slots);
-    return false;
+    return;
   }
-  if (phase == Phase::kSecond) return false;  // one dispatch
   bind(cb, set, pipes_.get(subgroup_variant("mm_" + weight_type_suffix(type)), {wg_, kTokenTile}),
        &pc, sizeof(pc));
   // Rows per workgroup: one per subgroup, or one (workgroup reduction).
@@ -798,7 +793,6 @@ bool Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       dev_.features().subgroup_arith ? std::max(1u, wg_ / dev_.features().subgroup_size) : 1u;
   vkCmdDispatch(cb, row_groups(max_n, rows), ceil_div(T, kTokenTile),
                 static_cast<uint32_t>(slots.size()));
-  return false;
 }
 
 void Kernels::embed(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type, const EmbedArgs& a,
@@ -825,8 +819,8 @@ void Kernels::shift(VkCommandBuffer cb, VkDescriptorSet set, const ShiftArgs& a,
   vkCmdDispatch(cb, T, row_slices_ ? row_quads(a.D) : 1, 1);
 }
 
-bool Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& args, uint32_t n_head,
-                  uint32_t head_size, uint32_t n_seq, uint32_t T, Phase phase, uint32_t beside) {
+void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& args, uint32_t n_head,
+                  uint32_t head_size, uint32_t n_seq, uint32_t T) {
   if (head_size > 256 || (head_size & (head_size - 1)) != 0) {
     throw EngineError("vk wkv: head size must be a power of two <= 256");
   }
@@ -868,28 +862,21 @@ bool Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& args, 
     const Pipelines::Key pipelined =
         long_chunk && (args.y_q8 == kNoQ8 || y_half) ? wkv_long_key(head_size) : Pipelines::Key{};
     if (!pipelined.first.empty()) {
-      const uint32_t slices = wkv_slices(n_head, head_size, n_seq * beside);
+      const uint32_t slices = wkv_slices(n_head, head_size, n_seq);
       a.flags |= slices << 16;
-      if (phase != Phase::kSecond) {
-        bind(cb, set, pipes_.get(pipelined.first, pipelined.second), &a, sizeof(a));
-        vkCmdDispatch(cb, n_head, n_seq, slices);
-      }
-      if (phase == Phase::kAll) compute_barrier(cb);
-      if (phase != Phase::kFirst) {
-        bind(cb, set, pipes_.get("wkv_out", {head_size, head_size}), &a, sizeof(a));
-        vkCmdDispatch(cb, n_head, T, 1);
-      }
-      return true;
+      bind(cb, set, pipes_.get(pipelined.first, pipelined.second), &a, sizeof(a));
+      vkCmdDispatch(cb, n_head, n_seq, slices);
+      compute_barrier(cb);
+      bind(cb, set, pipes_.get("wkv_out", {head_size, head_size}), &a, sizeof(a));
+      vkCmdDispatch(cb, n_head, T, 1);
+      return;
     }
-    if (phase == Phase::kSecond) return false;  // one dispatch
     const Pipelines::Key key = wkv_key(head_size, T, lora, lora_ranks, grouped);
     bind(cb, set, pipes_.get(key.first, key.second), &a, sizeof(a));
   } else {
-    if (phase == Phase::kSecond) return false;  // one dispatch
     bind(cb, set, pipes_.get("wkv", {head_size, head_size}), &a, sizeof(a));
   }
   vkCmdDispatch(cb, n_head, groups, 1);
-  return false;
 }
 
 bool Kernels::wkv_writes_q8(uint32_t head_size) const {

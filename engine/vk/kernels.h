@@ -111,15 +111,9 @@ class Kernels {
   void warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t head_size,
             uint32_t lora_ranks, GgmlType head);
 
-  // Which dispatches of a kernel that runs as two (split-K partial sums then their sum; a long
-  // chunk's recurrence then its GroupNorm) a call records: both with a barrier between (kAll),
-  // or the first or the second alone, so that a caller can put other work beside each.
-  enum class Phase { kAll, kFirst, kSecond };
-
-  // y = W x for 1..4 weights of `type`, T tokens. Returns whether the product runs as two
-  // dispatches (then kFirst records the first, and kSecond after a barrier the second).
-  bool mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type, std::span<const MmSlot> slots,
-          uint32_t T, Phase phase = Phase::kAll);
+  // y = W x for 1..4 weights of `type`, T tokens.
+  void mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type, std::span<const MmSlot> slots,
+          uint32_t T);
   // Whether mm() reads the int8 form of T tokens' inputs to products of `type` (when every slot
   // has one): decode products of Q4_K/Q5_K weights where the device has integer dot products
   // (mvq.comp). Producers write the form only then.
@@ -150,13 +144,9 @@ class Kernels {
   void embed(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type, const EmbedArgs& a,
              uint32_t T);
   void shift(VkCommandBuffer cb, VkDescriptorSet set, const ShiftArgs& a, uint32_t T);
-  // T: the tokens of the forward (long chunks get a variant with more tokens per pass, and a
-  // second dispatch: the return value and `phase` as for mm()). beside: how many such
-  // dispatches run side by side (sub-chunks), which share the GPU's room for a long chunk's
-  // workgroups.
-  bool wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& a, uint32_t n_head,
-           uint32_t head_size, uint32_t n_seq, uint32_t T, Phase phase = Phase::kAll,
-           uint32_t beside = 1);
+  // T: the tokens of the forward (long chunks get a variant with more tokens per pass).
+  void wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& a, uint32_t n_head,
+           uint32_t head_size, uint32_t n_seq, uint32_t T);
   // Whether wkv() can take kWkvLora for LoRA ranks summing to lora_ranks (the subgroup
   // kernel, ranks its phase L holds; $RWKVD_VK_FUSE_LORA=0 says no, for comparisons).
   bool wkv_fuses_lora(uint32_t head_size, uint32_t lora_ranks) const;

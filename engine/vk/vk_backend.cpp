@@ -131,7 +131,6 @@ class VkBackendImpl final : public VkBackend {
   void wait_resident() override { uploader_->wait_all(); }
   uint32_t dispatches_per_layer() const override { return forward_->dispatches_per_layer(); }
   uint32_t token_capacity() const override { return forward_->token_cap(); }
-  size_t forwards_in_sub_chunks() const override { return sub_chunked_forwards_; }
   size_t pipelines_made() const override { return pipes_->count(); }
 
   std::vector<Tensor> run(std::span<const SequenceInput> batch) override {
@@ -280,12 +279,11 @@ class VkBackendImpl final : public VkBackend {
       m[3] = 0;
     }
     for (size_t i = 0; i < rows.size(); ++i) meta[forward_->meta_out() + i] = rows[i].token;
+    forward_->meta().flush(0, forward_->meta().size());
+
     const ForwardShape shape{T, static_cast<uint32_t>(parts.size()),
                              static_cast<uint32_t>(rows.size()), n_logit, argmax_only};
     const bool resident = uploader_->all_resident();
-    if (forward_->describe_sub_chunks(shape, resident)) ++sub_chunked_forwards_;
-    forward_->meta().flush(0, forward_->meta().size());
-
     const size_t recorded_before = forward_->shapes_recorded();
     const auto t_commands = Clock::now();
     const std::vector<VkCommandBuffer>& cbs = forward_->commands(shape, resident);
@@ -435,7 +433,6 @@ class VkBackendImpl final : public VkBackend {
   double pipeline_cache_s_ = 0, weights_setup_s_ = 0, pipelines_s_ = 0, forward_buffers_s_ = 0,
          readback_s_ = 0;
   uint32_t late_pipelines_ = 0;
-  size_t sub_chunked_forwards_ = 0;  // forwards_in_sub_chunks()
   // Declaration order is destruction order reversed: the device outlives everything on it.
   std::shared_ptr<VkContext> context_;
   Device* dev_ = nullptr;       // context_'s

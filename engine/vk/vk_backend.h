@@ -19,8 +19,6 @@ class VkBackend : public Backend {
   virtual void wait_resident() = 0;                   // blocks until every weight is on the device
   virtual uint32_t dispatches_per_layer() const = 0;  // of a decode step
   virtual uint32_t token_capacity() const = 0;        // tokens per internal forward chunk
-  // Forwards run as layer-skewed sub-chunks so far (vk/forward.h, Forward::sub_chunks()).
-  virtual size_t forwards_in_sub_chunks() const = 0;
   // Compute pipelines made so far: after loading, none more should come (a forward never
   // compiles on its hot path).
   virtual size_t pipelines_made() const = 0;

@@ -129,44 +129,6 @@ std::unique_ptr<engine::VkBackend> gpu_with(Env env, const std::filesystem::path
   return b;
 }
 
-// A long chunk of one sequence runs as sub-chunks skewed by a layer (Forward::sub_chunks()):
-// sub-chunk q + 1 takes its first token's shift rows and the wkv state from what sub-chunk q
-// left a stage before, so it is the chunk's arithmetic in chunks of the sub-chunks' sizes (the
-// bound: kReorderTol, as for chunking). 1000 tokens in chunks of 256 make sub-chunks of 64 (the
-// last chunk, 232 tokens, 64 x 3 + 40); the last token's logits, the state, and the last
-// token's embedding after the same tokens again are compared with the chunks run whole. A
-// sub-chunk that read a shift row or state rows before the one before it committed them moves
-// them by orders of magnitude more. F32 and Q4_K_M (quantised products, other kernels).
-TEST_F(VkForward, SubChunksGiveTheWholeChunksResult) {
-  for (const char* name : {"rwkv7/tiny-rwkv7-834K.f32.gguf", "rwkv7/synthetic-A.q4_k_m.gguf"}) {
-    SCOPED_TRACE(name);
-    RWKVD_FIXTURE(model, name);
-    std::vector<float> ref[3];
-    for (const char* sub : {"0", "64"}) {
-      auto b = gpu_with({{"RWKVD_VK_SUB_CHUNK", sub}}, model, 256, 1);
-      b->wait_resident();  // (a forward still uploading runs whole)
-      const auto toks = long_prompt(1000, b->hparams().n_vocab);
-      std::vector<float> got[3];
-      got[0] = run_one(*b, toks, OutputMode::kLastLogits);
-      got[1] = test::read_state(*b, 0);
-      const SequenceInput again{0, toks, OutputMode::kLastEmbedding};
-      got[2] = b->run({&again, 1})[0].data;
-      if (std::string(sub) == "0") {
-        EXPECT_EQ(b->forwards_in_sub_chunks(), 0u);
-        for (int i = 0; i < 3; ++i) ref[i] = got[i];
-        continue;
-      }
-      EXPECT_EQ(b->forwards_in_sub_chunks(), 8u);  // 4 chunks, twice
-      const char* what[3] = {"logits", "state", "embedding"};
-      for (int i = 0; i < 3; ++i) {
-        const auto d = compare_rows(got[i], ref[i], static_cast<int64_t>(got[i].size()));
-        std::printf("%s, sub-chunks of %s: %s %s\n", name, sub, what[i], d.str().c_str());
-        EXPECT_LT(d.max_abs, kReorderTol) << what[i];
-      }
-    }
-  }
-}
-
 TEST_F(VkForward, BatchEqualsSequencesAlone) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q4_k_m.gguf");
   // One token on tensor cores too; 40 tokens run as 3 chunks.
