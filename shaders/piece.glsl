@@ -93,18 +93,11 @@ struct Raw {
   float d;
 };
 
-// The 8 words at byte b (2-byte aligned) of weight binding s, from the three 16-byte words that
-// hold them (binding offsets are 16-byte aligned; a block's last read ends inside it): nine
-// word loads each would make a piece ~20 loads, which bound the Q6_K products (2.9B's head moved
-// ~1.5 TB/s where Q4_K's two loads a piece move ~1.8).
+// The 8 words at byte b (2-byte aligned) of weight binding s.
 void load8(uint s, uint b, out uint v[8]) {
-  const uint q = b >> 4, wo = (b >> 2) & 3u, sh = (b & 2u) * 8u;
-  const uvec4 a = wb4[s].w[q], c = wb4[s].w[q + 1u], e = wb4[s].w[q + 2u];
-  const uint x[12] = uint[12](a.x, a.y, a.z, a.w, c.x, c.y, c.z, c.w, e.x, e.y, e.z, e.w);
+  const uint i = b >> 2, sh = (b & 2u) * 8u;
   uint w[9];
-  [[unroll]] for (uint j = 0; j < 9u; ++j) {
-    w[j] = wo == 0u ? x[j] : wo == 1u ? x[j + 1u] : wo == 2u ? x[j + 2u] : x[j + 3u];
-  }
+  [[unroll]] for (uint j = 0; j < 9u; ++j) w[j] = wb[s].w[i + j];
   [[unroll]] for (uint j = 0; j < 8u; ++j) v[j] = sh == 0u ? w[j] : (w[j] >> 16) | (w[j + 1u] << 16);
 }
 
