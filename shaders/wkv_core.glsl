@@ -65,30 +65,21 @@ void wkv_stage(uint tt, uint c, WkvIn i, float kk) {
 // glslang matches no array parameter sized by specialization constants.)
 float S[NS / P];
 
-// Lane sums of phase B: so many partial sums, added pairwise at the end. A long chunk's
-// recurrence is a chain of dependent latencies token after token, and one running sum of a
-// lane's NS / P products made each of its two dot products NS / P multiply-adds in a row.
-const uint kSums = 4;
-
 // One token (slot tt of the shared arrays) of phase B for the caller's state row: the 4 lanes
 // of a row (consecutive invocations) run it together; returns the row's output.
 float recur(uint tt, uint row, uint part) {
   const uint base = tt * NS + part;
-  float sp[kSums];
-  [[unroll]] for (uint i = 0; i < kSums; ++i) sp[i] = 0.0;
-  [[unroll]] for (uint m = 0; m < NS / P; ++m) sp[m % kSums] -= S[m] * s_kk[base + P * m];
-  float sa = (sp[0] + sp[1]) + (sp[2] + sp[3]);
+  float sa = 0.0;
+  [[unroll]] for (uint m = 0; m < NS / P; ++m) sa -= S[m] * s_kk[base + P * m];
   sa += subgroupShuffleXor(sa, 1u);
   sa += subgroupShuffleXor(sa, 2u);
   const float v = s_v[tt * NS + row];
-  float yp[kSums];
-  [[unroll]] for (uint i = 0; i < kSums; ++i) yp[i] = 0.0;
+  float y = 0.0;
   [[unroll]] for (uint m = 0; m < NS / P; ++m) {
     const uint j = base + P * m;
     S[m] = S[m] * s_w[j] + sa * s_ka[j] + v * s_k[j];
-    yp[m % kSums] += S[m] * s_r[j];
+    y += S[m] * s_r[j];
   }
-  float y = (yp[0] + yp[1]) + (yp[2] + yp[3]);
   y += subgroupShuffleXor(y, 1u);
   return y + subgroupShuffleXor(y, 2u);
 }
