@@ -14,10 +14,16 @@ uint q8_row_floats(uint K) { return K / 4u + K / 8u; }
 // Writes quad `quad` (elements 4 quad .. 4 quad + 3, values v) of the run of 16 values that starts
 // at element e0 of the q8 row at float offset q_row (of K elements): amax is the run's largest
 // |x|; quad 0 also writes the run's (d, s), sum being s.
-void q8_store(uint q_row, uint K, uint e0, vec4 v, float amax, float sum, uint quad) {
-  const float d = amax / 127.0, inv = amax > 0.0 ? 127.0 / amax : 0.0;
+// The int8 values of quad v of a run whose largest |x| is amax, four bytes to a word.
+uint q8_word(vec4 v, float amax) {
+  const float inv = amax > 0.0 ? 127.0 / amax : 0.0;
   const uvec4 q = uvec4(clamp(ivec4(roundEven(v * inv)), ivec4(-127), ivec4(127))) & 0xffu;
-  actu[q_row + e0 / 4u + quad] = q.x | (q.y << 8) | (q.z << 16) | (q.w << 24);
+  return q.x | (q.y << 8) | (q.z << 16) | (q.w << 24);
+}
+
+void q8_store(uint q_row, uint K, uint e0, vec4 v, float amax, float sum, uint quad) {
+  const float d = amax / 127.0;
+  actu[q_row + e0 / 4u + quad] = q8_word(v, amax);
   if (quad == 0u) {
     act[q_row + K / 4u + e0 / 8u] = d;
     act[q_row + K / 4u + e0 / 8u + 1u] = sum;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "engine/error.h"
 #include "engine/vk/vk_check.h"
@@ -115,7 +116,9 @@ ForwardBuffers ForwardBuffers::make(Device& dev, const Rwkv7Hparams& hp, uint32_
   // from host memory each such load crosses PCIe, microseconds per dispatch.
   const MemKind meta_kind =
       std::getenv("RWKVD_VK_META_HOST") != nullptr ? MemKind::kUpload : MemKind::kDeviceMapped;
-  b.meta = Buffer(dev, (4 * VkDeviceSize{Tc} + 4 * seq_cap + Tc) * 4, meta_kind);
+  b.meta = Buffer(
+      dev, (4 * VkDeviceSize{Tc} + 4 * seq_cap + Tc + hp.n_layer * Forward::kLnRecordWords) * 4,
+      meta_kind);
   const auto readback_start = std::chrono::steady_clock::now();
   b.readback = Buffer(dev, VkDeviceSize{b.out_cap} * (D + hp.n_vocab) * 4, MemKind::kReadback);
   b.readback_seconds =
@@ -243,6 +246,24 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
     }
   }
   kernels_.warm(needs.types, hp_.n_embd, hp_.head_size, needs.lora_ranks, model_.head->type);
+  // The records of the channel-mix shifts that one token's ffn key products run in front.
+  fuse_ffn_shift_ = std::all_of(layers_.begin(), layers_.end(), [&](const LayerPlan& p) {
+    return p.fkey.size() == 1 && fkey_writes_q8(p, 1) &&
+           kernels_.fuses_ffn_shift(p.fkey[0].type, p.fkey[0].slots[0].K, p.fkey[0].slots[0].N);
+  });
+  if (fuse_ffn_shift_) {
+    auto* meta = static_cast<uint32_t*>(meta_.mapped());
+    for (uint32_t l = 0; l < L; ++l) {
+      const ShiftArgs cm = ffn_shift(l, 1);
+      uint32_t eps_bits = 0;
+      std::memcpy(&eps_bits, &cm.eps, 4);
+      const uint32_t rec[kLnRecordWords] = {
+          cm.x_off,    cm.norm_w, cm.norm_b,   cm.lerp_off,   cm.state_row,  cm.slot_floats,
+          cm.meta_seq, eps_bits,  cm.save_off, cm.commit_src, cm.commit_row, cm.commit};
+      std::memcpy(meta + meta_ln_records() + l * kLnRecordWords, rec, sizeof(rec));
+    }
+    meta_.flush(0, meta_.size());
+  }
   // Decode dispatches of the last layer (it has every product).
   dispatches_per_layer_ = 3;  // two shifts and wkv; the rest are matrix products
   for (auto* gs : {&layers_.back().first, &layers_.back().second, &layers_.back().out,
@@ -259,6 +280,7 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
   if (reads_h16(layers_.back().fval, 1) && !fkey_writes_h16(layers_.back(), 1)) {
     ++dispatches_per_layer_;
   }
+  if (fuse_ffn_shift_) --dispatches_per_layer_;  // the channel-mix shift's
 }
 
 ShiftArgs Forward::att_shift(uint32_t l, uint32_t T) const {
@@ -645,9 +667,13 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
   record_mm(cb, p.out, s.T, prof);
   Kernels::compute_barrier(cb);
   const ShiftArgs cm = ffn_shift(l, s.T);
-  kernels_.shift(cb, base_set_, cm, s.T);
-  profiler_.stamp(cb, prof, "shift ffn");
-  Kernels::compute_barrier(cb);
+  // One token: the ffn key product runs the shift in front (its record in meta).
+  const bool ln_fused = fuse_ffn_shift_ && s.T == 1;
+  if (!ln_fused) {
+    kernels_.shift(cb, base_set_, cm, s.T);
+    profiler_.stamp(cb, prof, "shift ffn");
+    Kernels::compute_barrier(cb);
+  }
   const bool fkey_h16 = cm.h16_mask != 0;
   if (!fkey_h16) record_half(cb, p.fkey, s.T, prof);
   // The ffn value product's int8 or fp16 input: written by the ffn key product where it can,
@@ -660,6 +686,7 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
       fkey[0].slots[0].y_half_only = true;  // the ffn value product reads fh in fp16 alone
     } else {
       fkey[0].slots[0].yq_off = a_.q_fh;
+      if (ln_fused) fkey[0].slots[0].ln_rec = meta_ln_records() + l * kLnRecordWords;
     }
     record_mm(cb, fkey, s.T, prof);
   } else {

@@ -87,6 +87,11 @@ class Forward {
   uint64_t scratch_bytes() const { return act_.size() + meta_.size() + readback_.size(); }
   uint32_t meta_seq() const { return 4 * token_cap_; }
   uint32_t meta_out() const { return 4 * token_cap_ + 4 * seq_cap_; }
+  // After the batch description: each layer's record of its channel-mix shift's arguments for
+  // one token (kLnRecordWords words, written once), for an ffn key product that runs the shift
+  // in front (Kernels::fuses_ffn_shift()).
+  static constexpr uint32_t kLnRecordWords = 12;
+  uint32_t meta_ln_records() const { return meta_out() + token_cap_; }
   // Where the logit rows land in the readback buffer, or (ForwardShape::argmax) their argmax
   // parts: Kernels::argmax_parts(n_vocab) pairs of words a row.
   VkDeviceSize readback_logits_offset() const { return VkDeviceSize{out_cap_} * hp_.n_embd * 4; }
@@ -177,6 +182,9 @@ class Forward {
   // Decode forwards (T <= kFusedLoraMaxT, B <= kFusedLoraMaxB) let wkv do the LoRA up products:
   // every layer's are F32 or F16 weights with ranks of whole vec4s and the device runs wkv_sg.
   bool fuse_lora_ = false;
+  // Decode forwards of one token run each layer's channel-mix shift inside its ffn key product
+  // (the model's ffn key products all can: Kernels::fuses_ffn_shift()).
+  bool fuse_ffn_shift_ = false;
   std::vector<MmGroup> head_;
   Commands cmds_;
   Profiler profiler_;

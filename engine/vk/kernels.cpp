@@ -170,6 +170,7 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   wkv_long_lanes_ = std::bit_floor(std::clamp(env_u32("RWKVD_VK_WKV_LONG_LANES", 16), 4u, 16u));
   wkv_long_block_ = std::clamp(env_u32("RWKVD_VK_WKV_LONG_BLOCK", 16), 4u, 32u) / 4 * 4;
   wkv_fuse_lora_ = env_u32("RWKVD_VK_FUSE_LORA", 1) != 0;
+  ffn_ln_ = env_u32("RWKVD_VK_FFN_LN", 1) != 0;
   // $RWKVD_VK_ROW_SLICES=0|1 overrides the choice (tests run both on lavapipe).
   if (const char* v = std::getenv("RWKVD_VK_ROW_SLICES"); v != nullptr && *v != '\0') {
     row_slices_ = *v == '1';
@@ -244,6 +245,7 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
         if (reads_q8(t, tt)) keys.push_back(mvq_key(t, tt));
         if (writes_q8(t, 32, 16, tt)) keys.push_back(mvq_key(t, tt, true));
       }
+      if (fuses_ffn_shift(t, n_embd, 16)) keys.push_back(mvq_ln_key(t, n_embd));
     }
     if (mv_max_t_ > 0 && mvf_ && is_float_type(t)) {  // the shapes mvf_key() tells apart
       for (const uint64_t w : {uint64_t{1}, kMvfLargeWeights}) {
@@ -354,6 +356,20 @@ Pipelines::Key Kernels::shift_key(uint32_t D) const {
 
 uint32_t Kernels::mvq_qout_wg(uint32_t tokens) const {
   return 16 / mvq_rows(tokens) * dev_.features().subgroup_size;
+}
+
+// The shift's lanes and quads a lane (LNL, LNQ) are shift.comp's, so that its sums run in the
+// same order; KMAX sizes the shared int8 form.
+Pipelines::Key Kernels::mvq_ln_key(GgmlType type, uint32_t K) const {
+  return {"mvq_ln_" + weight_type_suffix(type),
+          {mvq_qout_wg(1), 1, mvq_rows(1), mvq_pieces_, 1, row_wg_, row_quads(K), K}};
+}
+
+bool Kernels::fuses_ffn_shift(GgmlType type, uint32_t K, uint32_t N) const {
+  // (The shift's int8 runs gather over four neighbouring lanes by shuffles; its lanes must be
+  // the workgroup's first.)
+  return ffn_ln_ && writes_q8(type, K, N, 1) && dev_.features().subgroup_shuffle &&
+         row_wg_ % 16 == 0 && mvq_qout_wg(1) >= row_wg_ && K % 16 == 0;
 }
 
 // A row of K inputs takes K / 32 pieces, U * subgroup size a step: a long row (K = 10240, five
@@ -744,7 +760,17 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       pc.ksplit = mvq_ksplit(k_min);
     }
     const uint32_t mv_r = mv_rows();
-    const Pipelines::Key key = q8 ? mvq_key(type, tt, qout) : mv_key(type, tt, mv_r);
+    const bool ln = slots[0].ln_rec != kNoQ8;
+    if (ln) {
+      if (!q8 || !qout || T != 1 || slots.size() != 1 ||
+          !fuses_ffn_shift(type, slots[0].K, slots[0].N)) {
+        throw EngineError("vk mm: this product cannot run the shift in front");
+      }
+      pc.part_off = slots[0].ln_rec;
+    }
+    const Pipelines::Key key = ln   ? mvq_ln_key(type, slots[0].K)
+                               : q8 ? mvq_key(type, tt, qout)
+                                    : mv_key(type, tt, mv_r);
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
     const uint32_t rows =
         key.second[0] / dev_.features().subgroup_size / pc.ksplit * (q8 ? mvq_rows(tt) : mv_r);
