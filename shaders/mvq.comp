@@ -54,7 +54,6 @@ shared vec2 s_xd[KMAX / 16u];   // a run's (d, sum)
 layout(set = 0, binding = 2) readonly buffer Vecs4 { vec4 vecs4[]; };
 layout(set = 0, binding = 3) buffer State4 { vec4 state4[]; };
 layout(set = 0, binding = 1) buffer Act4W { vec4 act4w[]; };
-Raw pre[U][4];  // main()'s first step of weights
 
 void ln_prologue(uint K) {
   const uint tid = gl_LocalInvocationID.x, rec = pc.part_off, nq = K / 4u;
@@ -121,18 +120,7 @@ void main() {
   const uint ks = pc.ksplit, rg = gl_SubgroupID / ks, part = gl_SubgroupID % ks;
   const uint np = K / 32u, rows_per_wg = gl_NumSubgroups / ks * R, q_row = q8_row_floats(K);
 #ifdef LN_PROLOGUE
-  // The first step's weights are loaded before the shift, so that its latencies overlap them.
-  {
-    const uint o0 = gl_WorkGroupID.x * rows_per_wg + rg * R, p0 = part * U * gl_SubgroupSize + lane;
-    [[unroll]] for (uint u = 0; u < U; ++u) {
-      const uint p = min(p0 + u * gl_SubgroupSize, np - 1u);
-      [[unroll]] for (uint r = 0; r < R; ++r) {
-        pre[u][r] = load_piece(s, min(o0 + r, N - 1u) * pc.row_bytes[s], p);
-      }
-    }
-  }
   ln_prologue(K);
-  bool first_step = true;
 #endif
   for (uint g0 = gl_WorkGroupID.x * rows_per_wg; g0 < N; g0 += gl_NumWorkGroups.x * rows_per_wg) {
     const uint o0 = g0 + rg * R;
@@ -145,20 +133,10 @@ void main() {
       // Rows past N load the last row again, pieces past the row its last piece (valid memory);
       // their sums are never stored or are skipped.
       Raw raw[U][4];
-#ifdef LN_PROLOGUE
-      if (first_step) {
-        [[unroll]] for (uint u = 0; u < U; ++u) {
-          [[unroll]] for (uint r = 0; r < R; ++r) raw[u][r] = pre[u][r];
-        }
-        first_step = false;
-      } else
-#endif
-      {
-        [[unroll]] for (uint u = 0; u < U; ++u) {
-          const uint p = min(p0 + u * gl_SubgroupSize, np - 1u);
-          [[unroll]] for (uint r = 0; r < R; ++r) {
-            raw[u][r] = load_piece(s, min(o0 + r, N - 1u) * pc.row_bytes[s], p);
-          }
+      [[unroll]] for (uint u = 0; u < U; ++u) {
+        const uint p = min(p0 + u * gl_SubgroupSize, np - 1u);
+        [[unroll]] for (uint r = 0; r < R; ++r) {
+          raw[u][r] = load_piece(s, min(o0 + r, N - 1u) * pc.row_bytes[s], p);
         }
       }
       [[unroll]] for (uint u = 0; u < U; ++u) {
