@@ -5,8 +5,9 @@
 // command buffers, one per upload segment (embedding, layer l, head), so a forward can start
 // while later layers are still uploading; once they are resident, one. Decode uses 8 dispatches per
 // layer when r/k/v share a weight type: shift, LoRA down (w1,a1,v1,g1), r/k/v, wkv (with the LoRA
-// up products), output, shift, ffn key, ffn value; long chunks add the LoRA up products and, on
-// tensor cores, the fp16 forms of the products' inputs and the sums of split-K products
+// up products), output, shift, ffn key, ffn value (7 where the ffn key product runs the second
+// shift in front: short rows, Kernels::fuses_ffn_shift); long chunks add the LoRA up products and,
+// on tensor cores, the fp16 forms of the products' inputs and the sums of split-K products
 // (docs/VULKAN.md, "One layer").
 #include <vulkan/vulkan.h>
 

@@ -365,11 +365,18 @@ Pipelines::Key Kernels::mvq_ln_key(GgmlType type, uint32_t K) const {
           {mvq_qout_wg(1), 1, mvq_rows(1), mvq_pieces_, 1, row_wg_, row_quads(K), K}};
 }
 
+// Only for short rows: every workgroup of the product runs the shift of the whole row before its
+// sums. H100, gen-1 tok/s, the shift apart / in front, alternating in one call (two rounds):
+// 0.1B (768 inputs) 1754, 1641 / 1826, 1715; 1.5B (2048) 646, 660 / 663, 643; 2.9B (2560) 413,
+// 414 / 383, 381 (its 640 workgroups' shifts cost more than the dispatch and barrier saved).
+constexpr uint32_t kFfnLnMostK = 1024;
+
 bool Kernels::fuses_ffn_shift(GgmlType type, uint32_t K, uint32_t N) const {
   // (The shift's int8 runs gather over four neighbouring lanes by shuffles; its lanes must be
   // the workgroup's first.)
-  return ffn_ln_ && writes_q8(type, K, N, 1) && dev_.features().subgroup_shuffle &&
-         row_wg_ % 16 == 0 && mvq_qout_wg(1) >= row_wg_ && K % 16 == 0;
+  return ffn_ln_ && K <= kFfnLnMostK && writes_q8(type, K, N, 1) &&
+         dev_.features().subgroup_shuffle && row_wg_ % 16 == 0 && mvq_qout_wg(1) >= row_wg_ &&
+         K % 16 == 0;
 }
 
 // A row of K inputs takes K / 32 pieces, U * subgroup size a step: a long row (K = 10240, five
