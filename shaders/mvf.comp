@@ -9,6 +9,9 @@
 // down products' 576 rows) then still spread over the GPU. x is read from the activations (a
 // token's row is L1-resident). Each row's sum runs in one order, fixed by the pipeline.
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#ifdef LN_PROLOGUE
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -24,6 +27,24 @@ shared float team_sums[kMaxWg / 4u][4];
 
 #include "product.glsl"
 
+#ifdef LN_PROLOGUE
+// A product of one decoded token with its shift in front (mvf_ln_*, a pipeline of its own;
+// shift_front.glsl): each workgroup makes its input's floats in shared memory and reads them
+// there (the F32 LoRA down products of a model with short rows).
+layout(constant_id = 4) const uint LNL = 256;  // shift.comp's workgroup (Kernels::row_wg_)
+layout(constant_id = 5) const uint LNQ = 3;    // quads a lane of those holds (row_quads())
+layout(constant_id = 6) const uint KMAX = 2560;
+shared vec4 s_x4[KMAX / 4u];
+void front_store(uint q, vec4 v, bool live) {
+  if (live) s_x4[q] = v;
+}
+#include "shift_front.glsl"
+// The input's vec4 i (from the row's element 0).
+vec4 x_in(uint x4, uint i) { return s_x4[i]; }
+#else
+vec4 x_in(uint x4, uint i) { return act4[x4 + i]; }
+#endif
+
 #if defined(WTYPE_F32)
 const uint kPerWord = 4u;
 #else
@@ -34,15 +55,15 @@ const uint kPerWord = 8u;
 // the row's element 0).
 float dot_word(uvec4 q, uint x4, uint u) {
 #if defined(WTYPE_F32)
-  return dot(uintBitsToFloat(q), act4[x4 + u]);
+  return dot(uintBitsToFloat(q), x_in(x4, u));
 #elif defined(WTYPE_F16)
-  return dot(vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y)), act4[x4 + 2u * u]) +
-         dot(vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w)), act4[x4 + 2u * u + 1u]);
+  return dot(vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y)), x_in(x4, 2u * u)) +
+         dot(vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w)), x_in(x4, 2u * u + 1u));
 #else  // BF16
   return dot(uintBitsToFloat(uvec4(q.x << 16, q.x & 0xffff0000u, q.y << 16, q.y & 0xffff0000u)),
-             act4[x4 + 2u * u]) +
+             x_in(x4, 2u * u)) +
          dot(uintBitsToFloat(uvec4(q.z << 16, q.z & 0xffff0000u, q.w << 16, q.w & 0xffff0000u)),
-             act4[x4 + 2u * u + 1u]);
+             x_in(x4, 2u * u + 1u));
 #endif
 }
 
@@ -50,6 +71,9 @@ void main() {
   const uint s = gl_WorkGroupID.z;
   const uint K = pc.K[s], N = pc.N[s];
   const uint words = K / kPerWord, rw = pc.row_bytes[s] / 16u, x4 = pc.x_off[s] / 4u;
+#ifdef LN_PROLOGUE
+  shift_front(K, pc.x_off[s]);  // (x_off: the slot's lerp, a vecs offset)
+#endif
   const uint team = KS * gl_SubgroupSize, part = gl_SubgroupID % KS;
   const uint j = part * gl_SubgroupSize + gl_SubgroupInvocationID;  // lane within the team
   const uint rows_per_wg = gl_NumSubgroups / KS * R;

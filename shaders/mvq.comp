@@ -39,78 +39,29 @@ shared float s_ks[256];
 #include "product.glsl"
 
 #ifdef LN_PROLOGUE
-// The ffn key product of one decoded token with the channel-mix shift in front (mvq_ln_*, a
-// pipeline of its own): each workgroup computes the shift's int8 form of its input itself,
-// into shared memory, instead of a shift dispatch writing it before a barrier (~5 us of a 2.9B
-// layer's ~75 at one token). The workgroup's first LNL lanes hold the quads shift.comp's LNL
-// lanes hold and add them in its order, so the int8 form is shift.comp's to the bit. The shift's
-// arguments are a record in meta at pc.part_off (Forward writes one per layer); workgroup 0 also
-// does the shift's stores: xn for the next commit, and the commit of the att shift's xn.
+// A product of one decoded token with its shift in front (mvq_ln_*, a pipeline of its own;
+// shift_front.glsl): each workgroup makes the shift's int8 form of its input into shared memory
+// and reads its inputs there, instead of a shift dispatch writing them before a barrier.
 layout(constant_id = 5) const uint LNL = 256;  // shift.comp's workgroup (Kernels::row_wg_)
 layout(constant_id = 6) const uint LNQ = 3;    // quads a lane of those holds (row_quads())
 layout(constant_id = 7) const uint KMAX = 2560;
 shared uvec4 s_xq[KMAX / 16u];  // the int8 form: a run of 16 values a word
 shared vec2 s_xd[KMAX / 16u];   // a run's (d, sum)
-layout(set = 0, binding = 2) readonly buffer Vecs4 { vec4 vecs4[]; };
-layout(set = 0, binding = 3) buffer State4 { vec4 state4[]; };
-layout(set = 0, binding = 1) buffer Act4W { vec4 act4w[]; };
 
-void ln_prologue(uint K) {
-  const uint tid = gl_LocalInvocationID.x, rec = pc.part_off, nq = K / 4u;
-  const uint x_off = meta[rec], norm_w = meta[rec + 1u], norm_b = meta[rec + 2u],
-             lerp_off = meta[rec + 3u], state_row = meta[rec + 4u], save_off = meta[rec + 8u],
-             commit_src = meta[rec + 9u], commit_row = meta[rec + 10u];
-  const float eps = uintBitsToFloat(meta[rec + 7u]);
-  const uint sb = meta[meta[rec + 6u]] * meta[rec + 5u];  // the sequence's slot x slot floats
-  const bool on = tid < LNL, do_commit = meta[rec + 11u] != 0u && gl_WorkGroupID.x == 0u;
-  vec4 xv[LNQ];
-  [[unroll]] for (uint k = 0; k < LNQ; ++k) {
-    const uint q = tid + k * LNL;
-    xv[k] = on && q < nq ? act4[x_off / 4u + q] : vec4(0);
+// Quad q of the input (v), into the int8 form: q8_store_sg's arithmetic, into shared memory (the
+// four lanes of a run are neighbours). Every invocation calls it.
+void front_store(uint q, vec4 v, bool live) {
+  const vec4 r1 = subgroupShuffleXor(v, 1u), r2 = subgroupShuffleXor(v, 2u),
+             r3 = subgroupShuffleXor(v, 3u);
+  const vec4 m = max(max(abs(v), abs(r1)), max(abs(r2), abs(r3)));
+  const vec4 s4 = v + r1 + r2 + r3;
+  if (live) {
+    const float amax = max(max(m.x, m.y), max(m.z, m.w));
+    s_xq[q / 4u][q % 4u] = q8_word(v, amax);
+    if (q % 4u == 0u) s_xd[q / 4u] = vec2(amax / 127.0, (s4.x + s4.y) + (s4.z + s4.w));
   }
-  vec4 s = vec4(0);
-  [[unroll]] for (uint k = 0; k < LNQ; ++k) s.x += dot(xv[k], vec4(1));
-  s = wg_sum4(s) / float(K);
-  const float mu = s.x;
-  vec4 v2 = vec4(0);
-  [[unroll]] for (uint k = 0; k < LNQ; ++k) {
-    if (on && tid + k * LNL < nq) {
-      const vec4 d = xv[k] - mu;
-      v2.x += dot(d, d);
-    }
-  }
-  v2 = wg_sum4(v2) / float(K);
-  const float rs = inversesqrt(v2.x + eps);
-  [[dont_unroll]] for (uint k = 0; k < LNQ; ++k) {
-    const uint q = tid + k * LNL, c = 4u * q;
-    const bool live = on && q < nq;
-    vec4 x = xv[0];  // element k, by selects (as shift.comp)
-    [[unroll]] for (uint j = 1; j < LNQ; ++j) {
-      if (k == j) x = xv[j];
-    }
-    vec4 v = vec4(0), xn = vec4(0);
-    if (live) {
-      xn = (x - mu) * rs * vecs4[(norm_w + c) / 4u] + vecs4[(norm_b + c) / 4u];
-      const vec4 dx = state4[(sb + state_row + c) / 4u] - xn;
-      v = xn + dx * vecs4[(lerp_off + c) / 4u];
-    }
-    // q8_store_sg's arithmetic, into shared memory: the four lanes of a run are neighbours.
-    const vec4 r1 = subgroupShuffleXor(v, 1u), r2 = subgroupShuffleXor(v, 2u),
-               r3 = subgroupShuffleXor(v, 3u);
-    const vec4 m = max(max(abs(v), abs(r1)), max(abs(r2), abs(r3)));
-    const vec4 s4 = v + r1 + r2 + r3;
-    if (live) {
-      const float amax = max(max(m.x, m.y), max(m.z, m.w));
-      s_xq[q / 4u][q % 4u] = q8_word(v, amax);
-      if (q % 4u == 0u) s_xd[q / 4u] = vec2(amax / 127.0, (s4.x + s4.y) + (s4.z + s4.w));
-      if (gl_WorkGroupID.x == 0u) {
-        act4w[(save_off + c) / 4u] = xn;
-        if (do_commit) state4[(sb + commit_row + c) / 4u] = act4[(commit_src + c) / 4u];
-      }
-    }
-  }
-  barrier();
 }
+#include "shift_front.glsl"
 #endif
 
 void main() {
@@ -120,7 +71,7 @@ void main() {
   const uint ks = pc.ksplit, rg = gl_SubgroupID / ks, part = gl_SubgroupID % ks;
   const uint np = K / 32u, rows_per_wg = gl_NumSubgroups / ks * R, q_row = q8_row_floats(K);
 #ifdef LN_PROLOGUE
-  ln_prologue(K);
+  shift_front(K, pc.x_off[s]);  // (x_off: the slot's lerp, a vecs offset)
 #endif
   for (uint g0 = gl_WorkGroupID.x * rows_per_wg; g0 < N; g0 += gl_NumWorkGroups.x * rows_per_wg) {
     const uint o0 = g0 + rg * R;

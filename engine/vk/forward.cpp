@@ -117,7 +117,7 @@ ForwardBuffers ForwardBuffers::make(Device& dev, const Rwkv7Hparams& hp, uint32_
   const MemKind meta_kind =
       std::getenv("RWKVD_VK_META_HOST") != nullptr ? MemKind::kUpload : MemKind::kDeviceMapped;
   b.meta = Buffer(
-      dev, (4 * VkDeviceSize{Tc} + 4 * seq_cap + Tc + hp.n_layer * Forward::kLnRecordWords) * 4,
+      dev, (4 * VkDeviceSize{Tc} + 4 * seq_cap + Tc + 2 * hp.n_layer * Forward::kLnRecordWords) * 4,
       meta_kind);
   const auto readback_start = std::chrono::steady_clock::now();
   b.readback = Buffer(dev, VkDeviceSize{b.out_cap} * (D + hp.n_vocab) * 4, MemKind::kReadback);
@@ -246,21 +246,30 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
     }
   }
   kernels_.warm(needs.types, hp_.n_embd, hp_.head_size, needs.lora_ranks, model_.head->type);
-  // The records of the channel-mix shifts that one token's ffn key products run in front.
-  fuse_ffn_shift_ = std::all_of(layers_.begin(), layers_.end(), [&](const LayerPlan& p) {
-    return p.fkey.size() == 1 && fkey_writes_q8(p, 1) &&
-           kernels_.fuses_ffn_shift(p.fkey[0].type, p.fkey[0].slots[0].K, p.fkey[0].slots[0].N);
-  });
-  if (fuse_ffn_shift_) {
+  // One token's shifts run in front of the products that read them where those can (short
+  // rows): the shifts' argument records go after the batch description, written once.
+  fuse_att_shift_ = fuse_ffn_shift_ = true;
+  for (const LayerPlan& p : layers_) {
+    for (const MmGroup& g : p.first) {
+      fuse_att_shift_ = fuse_att_shift_ && kernels_.runs_shift_in_front(g.type, g.slots);
+    }
+    std::vector<MmSlot> fkey = p.fkey[0].slots;
+    fkey[0].yq_off = a_.q_fh;
+    fuse_ffn_shift_ = fuse_ffn_shift_ && p.fkey.size() == 1 && fkey_writes_q8(p, 1) &&
+                      kernels_.runs_shift_in_front(p.fkey[0].type, fkey);
+  }
+  if (fuse_att_shift_ || fuse_ffn_shift_) {
     auto* meta = static_cast<uint32_t*>(meta_.mapped());
     for (uint32_t l = 0; l < L; ++l) {
-      const ShiftArgs cm = ffn_shift(l, 1);
-      uint32_t eps_bits = 0;
-      std::memcpy(&eps_bits, &cm.eps, 4);
-      const uint32_t rec[kLnRecordWords] = {
-          cm.x_off,    cm.norm_w, cm.norm_b,   cm.lerp_off,   cm.state_row,  cm.slot_floats,
-          cm.meta_seq, eps_bits,  cm.save_off, cm.commit_src, cm.commit_row, cm.commit};
-      std::memcpy(meta + meta_ln_records() + l * kLnRecordWords, rec, sizeof(rec));
+      for (const ShiftArgs& a : {att_shift(l, 1), ffn_shift(l, 1)}) {
+        uint32_t eps_bits = 0;
+        std::memcpy(&eps_bits, &a.eps, 4);
+        // shaders/shift_front.glsl's record.
+        const uint32_t rec[kLnRecordWords] = {a.x_off,       a.norm_w,     a.norm_b, a.state_row,
+                                              a.slot_floats, a.meta_seq,   eps_bits, a.save_off,
+                                              a.commit_src,  a.commit_row, a.commit, 0};
+        std::memcpy(meta + shift_record(l, a.n_lerp == 1), rec, sizeof(rec));
+      }
     }
     meta_.flush(0, meta_.size());
   }
@@ -280,7 +289,8 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
   if (reads_h16(layers_.back().fval, 1) && !fkey_writes_h16(layers_.back(), 1)) {
     ++dispatches_per_layer_;
   }
-  if (fuse_ffn_shift_) --dispatches_per_layer_;  // the channel-mix shift's
+  if (fuse_att_shift_) --dispatches_per_layer_;  // the shifts' own
+  if (fuse_ffn_shift_) --dispatches_per_layer_;
 }
 
 ShiftArgs Forward::att_shift(uint32_t l, uint32_t T) const {
@@ -605,11 +615,25 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
   const LayerPlan& p = layers_[l];
   const uint32_t lbase = l * layer_floats;
   const ShiftArgs tm = att_shift(l, s.T);
-  kernels_.shift(cb, base_set_, tm, s.T);
-  profiler_.stamp(cb, prof, "shift att");
-  Kernels::compute_barrier(cb);
-  if (tm.h16_mask == 0) record_half(cb, p.first, s.T, prof);
-  record_mm(cb, p.first, s.T, prof);
+  // One token: the shifts run in front of the products that read them (their records in meta).
+  if (fuse_att_shift_ && s.T == 1) {
+    std::vector<MmGroup> first = p.first;
+    for (size_t gi = 0; gi < first.size(); ++gi) {
+      for (size_t si = 0; si < first[gi].slots.size(); ++si) {
+        MmSlot& sl = first[gi].slots[si];
+        const uint32_t lerp = (sl.x_off - a_.lerp) / (token_cap_ * D);  // xr, xw, xk, xv, xa, xg
+        // (The first product of the step does the shift's stores.)
+        sl.front = {shift_record(l, false), w_.vec(ly.lerp_fused) + lerp * D, gi == 0 && si == 0};
+      }
+    }
+    record_mm(cb, first, s.T, prof);
+  } else {
+    kernels_.shift(cb, base_set_, tm, s.T);
+    profiler_.stamp(cb, prof, "shift att");
+    Kernels::compute_barrier(cb);
+    if (tm.h16_mask == 0) record_half(cb, p.first, s.T, prof);
+    record_mm(cb, p.first, s.T, prof);
+  }
   Kernels::compute_barrier(cb);
   // (One sequence with F16 LoRA up weights runs them as products: H100, 2.9B F16, products /
   // inside wkv, tok/s: gen-1 301.6, 300.3 / 285.8, 285.5; gen-8 1108, 1101 / 1139, 1174.)
@@ -686,7 +710,7 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
       fkey[0].slots[0].y_half_only = true;  // the ffn value product reads fh in fp16 alone
     } else {
       fkey[0].slots[0].yq_off = a_.q_fh;
-      if (ln_fused) fkey[0].slots[0].ln_rec = meta_ln_records() + l * kLnRecordWords;
+      if (ln_fused) fkey[0].slots[0].front = {shift_record(l, true), w_.vec(ly.ffn_lerp_k), true};
     }
     record_mm(cb, fkey, s.T, prof);
   } else {

@@ -5,8 +5,8 @@
 // command buffers, one per upload segment (embedding, layer l, head), so a forward can start
 // while later layers are still uploading; once they are resident, one. Decode uses 8 dispatches per
 // layer when r/k/v share a weight type: shift, LoRA down (w1,a1,v1,g1), r/k/v, wkv (with the LoRA
-// up products), output, shift, ffn key, ffn value (7 where the ffn key product runs the second
-// shift in front: short rows, Kernels::fuses_ffn_shift); long chunks add the LoRA up products and,
+// up products), output, shift, ffn key, ffn value (6 where the products run the shifts in front:
+// short rows, Kernels::runs_shift_in_front); long chunks add the LoRA up products and,
 // on tensor cores, the fp16 forms of the products' inputs and the sums of split-K products
 // (docs/VULKAN.md, "One layer").
 #include <vulkan/vulkan.h>
@@ -88,11 +88,13 @@ class Forward {
   uint64_t scratch_bytes() const { return act_.size() + meta_.size() + readback_.size(); }
   uint32_t meta_seq() const { return 4 * token_cap_; }
   uint32_t meta_out() const { return 4 * token_cap_ + 4 * seq_cap_; }
-  // After the batch description: each layer's record of its channel-mix shift's arguments for
-  // one token (kLnRecordWords words, written once), for an ffn key product that runs the shift
-  // in front (Kernels::fuses_ffn_shift()).
+  // After the batch description: each layer's records of its two shifts' arguments for one
+  // token (kLnRecordWords words, written once), for products that run the shift in front
+  // (Kernels::runs_shift_in_front(), shaders/shift_front.glsl); ffn: the channel mix's.
   static constexpr uint32_t kLnRecordWords = 12;
-  uint32_t meta_ln_records() const { return meta_out() + token_cap_; }
+  uint32_t shift_record(uint32_t layer, bool ffn) const {
+    return meta_out() + token_cap_ + (2 * layer + (ffn ? 1 : 0)) * kLnRecordWords;
+  }
   // Where the logit rows land in the readback buffer, or (ForwardShape::argmax) their argmax
   // parts: Kernels::argmax_parts(n_vocab) pairs of words a row.
   VkDeviceSize readback_logits_offset() const { return VkDeviceSize{out_cap_} * hp_.n_embd * 4; }
@@ -183,9 +185,10 @@ class Forward {
   // Decode forwards (T <= kFusedLoraMaxT, B <= kFusedLoraMaxB) let wkv do the LoRA up products:
   // every layer's are F32 or F16 weights with ranks of whole vec4s and the device runs wkv_sg.
   bool fuse_lora_ = false;
-  // Decode forwards of one token run each layer's channel-mix shift inside its ffn key product
-  // (the model's ffn key products all can: Kernels::fuses_ffn_shift()).
-  bool fuse_ffn_shift_ = false;
+  // Decode forwards of one token run each layer's time-mix shift in front of its r/k/v and LoRA
+  // down products, and its channel-mix shift in front of its ffn key product, where every
+  // layer's can (Kernels::runs_shift_in_front()).
+  bool fuse_att_shift_ = false, fuse_ffn_shift_ = false;
   std::vector<MmGroup> head_;
   Commands cmds_;
   Profiler profiler_;

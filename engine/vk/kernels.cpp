@@ -59,6 +59,19 @@ struct MmPush {
   uint32_t ksplit = 1, part_off = 0, part_width = 0;  // mc.comp split-K
 };
 static_assert(sizeof(MmPush) <= kPushConstantBytes);
+
+// The push constants of products that run a shift in front (shaders/shift_front.glsl): its
+// record, whether the dispatch does its stores, and each slot's lerp where x_off was.
+void set_front(std::span<const MmSlot> slots, MmPush& pc) {
+  pc.part_off = slots[0].front.rec;
+  pc.part_width = slots[0].front.stores ? 1 : 0;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (slots[i].front.rec != slots[0].front.rec) {
+      throw EngineError("vk mm: a dispatch's products run one shift in front");
+    }
+    pc.x_off[i] = slots[i].front.lerp;
+  }
+}
 static_assert(sizeof(ShiftArgs) <= kPushConstantBytes);
 static_assert(sizeof(WkvArgs) <= kPushConstantBytes);
 static_assert(sizeof(OutLnArgs) <= kPushConstantBytes);
@@ -170,7 +183,7 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   wkv_long_lanes_ = std::bit_floor(std::clamp(env_u32("RWKVD_VK_WKV_LONG_LANES", 16), 4u, 16u));
   wkv_long_block_ = std::clamp(env_u32("RWKVD_VK_WKV_LONG_BLOCK", 16), 4u, 32u) / 4 * 4;
   wkv_fuse_lora_ = env_u32("RWKVD_VK_FUSE_LORA", 1) != 0;
-  ffn_ln_ = env_u32("RWKVD_VK_FFN_LN", 1) != 0;
+  shift_front_ = env_u32("RWKVD_VK_SHIFT_IN_FRONT", 1) != 0;
   // $RWKVD_VK_ROW_SLICES=0|1 overrides the choice (tests run both on lavapipe).
   if (const char* v = std::getenv("RWKVD_VK_ROW_SLICES"); v != nullptr && *v != '\0') {
     row_slices_ = *v == '1';
@@ -245,12 +258,21 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
         if (reads_q8(t, tt)) keys.push_back(mvq_key(t, tt));
         if (writes_q8(t, 32, 16, tt)) keys.push_back(mvq_key(t, tt, true));
       }
-      if (fuses_ffn_shift(t, n_embd, 16)) keys.push_back(mvq_ln_key(t, n_embd));
+      // The shifts in front (runs_shift_in_front()) of a model with short rows: the ffn key
+      // product (int8 output), the r/k/v products, the float LoRA down products.
+      MmSlot probe{n_embd, 16, 0, 0, MmMode::kStore, 0, 0};
+      if (reads_q8(t, 1) && runs_shift_in_front(t, {&probe, 1})) {
+        keys.push_back(mvq_ln_key(t, n_embd, false));
+        probe.yq_off = 0;
+        if (runs_shift_in_front(t, {&probe, 1})) keys.push_back(mvq_ln_key(t, n_embd, true));
+      }
     }
     if (mv_max_t_ > 0 && mvf_ && is_float_type(t)) {  // the shapes mvf_key() tells apart
       for (const uint64_t w : {uint64_t{1}, kMvfLargeWeights}) {
         for (const uint32_t n : {1u, kMvfManyRows}) keys.push_back(mvf_key(t, n, w));
       }
+      MmSlot probe{n_embd, 16, 0, 0, MmMode::kStore, 16};
+      if (runs_shift_in_front(t, {&probe, 1})) keys.push_back(mvf_ln_key(t, n_embd));
     }
     keys.push_back({"embed_" + ts, {row_wg_}});
   }
@@ -358,25 +380,47 @@ uint32_t Kernels::mvq_qout_wg(uint32_t tokens) const {
   return 16 / mvq_rows(tokens) * dev_.features().subgroup_size;
 }
 
-// The shift's lanes and quads a lane (LNL, LNQ) are shift.comp's, so that its sums run in the
-// same order; KMAX sizes the shared int8 form.
-Pipelines::Key Kernels::mvq_ln_key(GgmlType type, uint32_t K) const {
+// Products with the shift in front: the shift's lanes and quads a lane (LNL, LNQ) are
+// shift.comp's, so that its sums run in the same order, and the workgroup holds at least those
+// lanes; KMAX sizes the shared input.
+Pipelines::Key Kernels::mvq_ln_key(GgmlType type, uint32_t K, bool qout) const {
+  const uint32_t wg = qout ? mvq_qout_wg(1) : std::max(mvq_wg_, row_wg_);
   return {"mvq_ln_" + weight_type_suffix(type),
-          {mvq_qout_wg(1), 1, mvq_rows(1), mvq_pieces_, 1, row_wg_, row_quads(K), K}};
+          {wg, 1, mvq_rows(1), mvq_pieces_, qout ? 1u : 0u, row_wg_, row_quads(K), K}};
+}
+
+Pipelines::Key Kernels::mvf_ln_key(GgmlType type, uint32_t K) const {
+  const uint32_t sg = dev_.features().subgroup_size, wg = std::max(row_wg_, sg);
+  const uint32_t ks = std::bit_floor(std::clamp(mvf_ks_ > 0 ? mvf_ks_ : 2u, 1u, wg / sg));
+  return {"mvf_ln_" + weight_type_suffix(type),
+          {wg, mvf_words_, mvf_rows_, ks, row_wg_, row_quads(K), K}};
 }
 
 // Only for short rows: every workgroup of the product runs the shift of the whole row before its
-// sums. H100, gen-1 tok/s, the shift apart / in front, alternating in one call (two rounds):
-// 0.1B (768 inputs) 1754, 1641 / 1826, 1715; 1.5B (2048) 646, 660 / 663, 643; 2.9B (2560) 413,
-// 414 / 383, 381 (its 640 workgroups' shifts cost more than the dispatch and barrier saved).
-constexpr uint32_t kFfnLnMostK = 1024;
+// sums. H100, gen-1 tok/s, the channel-mix shift apart / in front of the ffn key product,
+// alternating in one call (two rounds): 0.1B (768 inputs) 1754, 1641 / 1826, 1715; 1.5B (2048)
+// 646, 660 / 663, 643; 2.9B (2560) 413, 414 / 383, 381 (its 640 workgroups' shifts cost more
+// than the dispatch and barrier saved).
+constexpr uint32_t kShiftFrontMostK = 1024;
 
-bool Kernels::fuses_ffn_shift(GgmlType type, uint32_t K, uint32_t N) const {
-  // (The shift's int8 runs gather over four neighbouring lanes by shuffles; its lanes must be
-  // the workgroup's first.)
-  return ffn_ln_ && K <= kFfnLnMostK && writes_q8(type, K, N, 1) &&
-         dev_.features().subgroup_shuffle && row_wg_ % 16 == 0 && mvq_qout_wg(1) >= row_wg_ &&
-         K % 16 == 0;
+bool Kernels::runs_shift_in_front(GgmlType type, std::span<const MmSlot> slots) const {
+  if (!shift_front_ || slots.empty() || !dev_.features().subgroup_shuffle || row_wg_ % 16 != 0) {
+    return false;
+  }
+  const uint32_t K = slots[0].K;
+  for (const MmSlot& sl : slots) {
+    if (sl.K != K || K > kShiftFrontMostK || K % 32 != 0) return false;
+  }
+  // The kernels mm() takes at one token: mvf.comp for float weights, mvq.comp for int8 inputs
+  // (the int8 runs of the shift gather over four neighbouring lanes: its lanes come first).
+  if (mv_max_t_ == 0 || few_on_coopmat(1)) return false;
+  if (takes_mvf(type, slots, 1)) return true;
+  const bool qout = slots[0].yq_off != kNoQ8;
+  const bool q8 = reads_q8(type, 1) && std::all_of(slots.begin(), slots.end(), [](const MmSlot& s) {
+                    return s.q8_off != kNoQ8;
+                  });
+  return q8 && (!qout || (slots.size() == 1 && writes_q8(type, K, slots[0].N, 1) &&
+                          mvq_qout_wg(1) >= row_wg_));
 }
 
 // A row of K inputs takes K / 32 pieces, U * subgroup size a step: a long row (K = 10240, five
@@ -676,6 +720,9 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
   if (slots.empty() || slots.size() > kWeightBindings || T == 0) {
     throw EngineError("vk mm: 1..4 slots and T > 0 required");
   }
+  if (slots[0].front.rec != kNoQ8 && (T != 1 || !runs_shift_in_front(type, slots))) {
+    throw EngineError("vk mm: these products cannot run the shift in front");
+  }
   MmPush pc{};
   uint32_t max_n = 0;
   bool qout = false;  // some slot wants its output's int8 form too
@@ -746,7 +793,9 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
   if (k32 && T <= mv_max_t_ && takes_mvf(type, slots, T)) {
     uint64_t weights = 0;  // the largest slot's
     for (const MmSlot& sl : slots) weights = std::max<uint64_t>(weights, uint64_t{sl.K} * sl.N);
-    const Pipelines::Key key = mvf_key(type, max_n, weights);
+    const bool front = slots[0].front.rec != kNoQ8;
+    const Pipelines::Key key = front ? mvf_ln_key(type, slots[0].K) : mvf_key(type, max_n, weights);
+    if (front) set_front(slots, pc);
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
     const uint32_t rows =
         key.second[0] / dev_.features().subgroup_size / key.second[3] * key.second[2];
@@ -767,17 +816,15 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       pc.ksplit = mvq_ksplit(k_min);
     }
     const uint32_t mv_r = mv_rows();
-    const bool ln = slots[0].ln_rec != kNoQ8;
-    if (ln) {
-      if (!q8 || !qout || T != 1 || slots.size() != 1 ||
-          !fuses_ffn_shift(type, slots[0].K, slots[0].N)) {
-        throw EngineError("vk mm: this product cannot run the shift in front");
-      }
-      pc.part_off = slots[0].ln_rec;
+    const bool front = slots[0].front.rec != kNoQ8;
+    if (front) {
+      if (!q8) throw EngineError("vk mm: this product cannot run the shift in front");
+      set_front(slots, pc);
+      pc.ksplit = 1;
     }
-    const Pipelines::Key key = ln   ? mvq_ln_key(type, slots[0].K)
-                               : q8 ? mvq_key(type, tt, qout)
-                                    : mv_key(type, tt, mv_r);
+    const Pipelines::Key key = front ? mvq_ln_key(type, slots[0].K, qout)
+                               : q8  ? mvq_key(type, tt, qout)
+                                     : mv_key(type, tt, mv_r);
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
     const uint32_t rows =
         key.second[0] / dev_.features().subgroup_size / pc.ksplit * (q8 ? mvq_rows(tt) : mv_r);

@@ -44,9 +44,15 @@ struct MmSlot {
   // Scratch for split-K partial sums on tensor cores (Kernels::mc_split), read from the first
   // slot of a group: act float offset and floats per token there (kNoQ8: no split).
   uint32_t part_off = kNoQ8, part_width = 0;
-  // The channel-mix shift in front of the product (one token, fuses_ffn_shift()): the meta word
-  // offset of its arguments' record (Forward writes it); x_off and q8_off are then unused.
-  uint32_t ln_rec = kNoQ8;
+  // A shift of one token in front of the product (runs_shift_in_front()): the meta word offset of
+  // its arguments' record (Forward writes them; kNoQ8: none), the slot's lerp (a vecs offset),
+  // and whether this dispatch's first workgroup does the shift's stores (one product of the
+  // shift's step does). x_off and q8_off are then unused.
+  struct ShiftInFront {
+    uint32_t rec = kNoQ8, lerp = 0;
+    bool stores = false;
+  };
+  ShiftInFront front = {};
 };
 
 // Floats of one row of K inputs in int8 form (shaders/q8.glsl).
@@ -124,10 +130,11 @@ class Kernels {
   // Whether mm() can also write the int8 form of its output (MmSlot::yq_off) for a product of
   // `type` with N outputs at T tokens, reading int8 inputs: saves the consumer a quantize_q8().
   bool writes_q8(GgmlType type, uint32_t K, uint32_t N, uint32_t T) const;
-  // Whether mm() can run the channel-mix shift of one token in front of a product of `type`
-  // (the ffn key, K inputs, N outputs, its output's int8 form written): MmSlot::ln_rec, the
-  // shift's dispatch and barrier saved. $RWKVD_VK_FFN_LN=0 says no, for comparisons.
-  bool fuses_ffn_shift(GgmlType type, uint32_t K, uint32_t N) const;
+  // Whether mm() can run the shift of one token in front of these products of `type`
+  // (MmSlot::front): their inputs' int8 form (mvq.comp, also writing its output's where yq_off
+  // says) or floats (mvf.comp), rows short enough; the shift's dispatch and barrier are saved.
+  // $RWKVD_VK_SHIFT_IN_FRONT=0 says no, for comparisons.
+  bool runs_shift_in_front(GgmlType type, std::span<const MmSlot> slots) const;
   // mvq.comp's split of K for rows of K inputs (pc.ksplit subgroups a row group): by the shape
   // alone, so that a token's sums run in the same order for any number of tokens.
   uint32_t mvq_ksplit(uint32_t K) const;
@@ -238,7 +245,8 @@ class Kernels {
   bool out_ln_sg() const;
   Pipelines::Key out_ln_key(uint32_t D) const;
   uint32_t mvq_qout_wg(uint32_t tokens) const;
-  Pipelines::Key mvq_ln_key(GgmlType type, uint32_t K) const;
+  Pipelines::Key mvq_ln_key(GgmlType type, uint32_t K, bool qout) const;
+  Pipelines::Key mvf_ln_key(GgmlType type, uint32_t K) const;
   // mc.comp's pipeline for a tile of `rows` (64 or 128) rows by `tokens` (64 or 32) tokens.
   std::string mc_name(GgmlType type, uint32_t rows, uint32_t tokens) const;
   // Its pipeline; x16: reading the inputs' fp16 form.
@@ -274,7 +282,7 @@ class Kernels {
   // over (1: none; 0: wkv_slices() by the grid).
   uint32_t wkv_slices_ = 0;
   bool wkv_fuse_lora_ = true;  // $RWKVD_VK_FUSE_LORA=0: never wkv_fuses_lora() (comparisons)
-  bool ffn_ln_ = true;         // $RWKVD_VK_FFN_LN=0: never fuses_ffn_shift() (comparisons)
+  bool shift_front_ = true;    // $RWKVD_VK_SHIFT_IN_FRONT=0: never runs_shift_in_front()
   bool wkv_pipelined_ = true;  // $RWKVD_VK_WKV_PIPELINED=0: long chunks on wkv_sg.comp instead
   // $RWKVD_VK_WKV_DIAG (a or b): wkv_long.comp's diagnostic build without phase A or B in its loop.
   std::string wkv_diag_;
