@@ -131,25 +131,32 @@ std::unique_ptr<engine::VkBackend> gpu_with(Env env, const std::filesystem::path
 
 // One token's shifts run in front of the products that read them (shaders/shift_front.glsl:
 // each workgroup makes its input itself, its first lanes adding as shift.comp's lanes do): the
-// int8 forms of the r/k/v and ffn key inputs and the LoRA down products' floats are the separate
-// shifts' to the bit, so every logit and the state equal theirs ($RWKVD_VK_SHIFT_IN_FRONT=0),
-// and a layer has two dispatches fewer. Tokens one at a time (chunks of 1).
+// int8 forms of the r/k/v and ffn key inputs and the float inputs of float products are the
+// separate shifts' to the bit, so every logit and the state equal theirs
+// ($RWKVD_VK_SHIFT_IN_FRONT=0), with fewer dispatches a layer: Q4_K_M both shifts (the ffn key
+// product on int8 inputs), F16 the time-mix one (every product of its step on floats; its ffn
+// key product reads floats, which no shift in front writes). Tokens one at a time.
 TEST_F(VkForward, ShiftsInFrontOfTheirProductsGiveTheSameBits) {
-  RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q4_k_m.gguf");
-  auto apart = gpu_with({{"RWKVD_VK_SHIFT_IN_FRONT", "0"}}, model, 1, 1);
-  auto fused = gpu(model, 1, 1);
-  if (fused->dispatches_per_layer() == apart->dispatches_per_layer()) {
-    GTEST_SKIP() << "this device's products read no int8 inputs";
+  for (const auto& [name, fewer] :
+       {std::pair{"rwkv7/synthetic-A.q4_k_m.gguf", 2u}, {"rwkv7/tiny-rwkv7-834K.f16.gguf", 1u}}) {
+    SCOPED_TRACE(name);
+    RWKVD_FIXTURE(model, name);
+    auto apart = gpu_with({{"RWKVD_VK_SHIFT_IN_FRONT", "0"}}, model, 1, 1);
+    auto fused = gpu(model, 1, 1);
+    if (fused->dispatches_per_layer() == apart->dispatches_per_layer()) {
+      GTEST_SKIP() << "this device's one-token products run no shift in front";
+    }
+    EXPECT_EQ(fused->dispatches_per_layer() + fewer, apart->dispatches_per_layer());
+    const auto toks = long_prompt(48, fused->hparams().n_vocab);
+    const auto a = run_one(*apart, toks, OutputMode::kAllLogits);
+    const auto f = run_one(*fused, toks, OutputMode::kAllLogits);
+    const auto dl = compare_rows(f, a, fused->hparams().n_vocab);
+    const auto ds = compare_rows(test::read_state(*fused, 0), test::read_state(*apart, 0), 256);
+    std::printf("%s, in front / apart: logits %s\n  state %s\n", name, dl.str().c_str(),
+                ds.str().c_str());
+    EXPECT_EQ(dl.max_abs, 0.0);
+    EXPECT_EQ(ds.max_abs, 0.0);
   }
-  EXPECT_EQ(fused->dispatches_per_layer() + 2, apart->dispatches_per_layer());
-  const auto toks = long_prompt(48, fused->hparams().n_vocab);
-  const auto a = run_one(*apart, toks, OutputMode::kAllLogits);
-  const auto f = run_one(*fused, toks, OutputMode::kAllLogits);
-  const auto dl = compare_rows(f, a, fused->hparams().n_vocab);
-  const auto ds = compare_rows(test::read_state(*fused, 0), test::read_state(*apart, 0), 256);
-  std::printf("in front / apart: logits %s\n  state %s\n", dl.str().c_str(), ds.str().c_str());
-  EXPECT_EQ(dl.max_abs, 0.0);
-  EXPECT_EQ(ds.max_abs, 0.0);
 }
 
 TEST_F(VkForward, BatchEqualsSequencesAlone) {
