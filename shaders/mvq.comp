@@ -48,17 +48,14 @@ layout(constant_id = 7) const uint KMAX = 2560;
 shared uvec4 s_xq[KMAX / 16u];  // the int8 form: a run of 16 values a word
 shared vec2 s_xd[KMAX / 16u];   // a run's (d, sum)
 
-// Quad q of the input (v), into the int8 form: q8_store_sg's arithmetic, into shared memory (the
+// Quad q of the input (v), into the int8 form: q8_store_sg's numbers, into shared memory (the
 // four lanes of a run are neighbours). Every invocation calls it.
 void front_store(uint q, vec4 v, bool live) {
-  const vec4 r1 = subgroupShuffleXor(v, 1u), r2 = subgroupShuffleXor(v, 2u),
-             r3 = subgroupShuffleXor(v, 3u);
-  const vec4 m = max(max(abs(v), abs(r1)), max(abs(r2), abs(r3)));
-  const vec4 s4 = v + r1 + r2 + r3;
+  float amax, sum;
+  q8_run(v, amax, sum);
   if (live) {
-    const float amax = max(max(m.x, m.y), max(m.z, m.w));
     s_xq[q / 4u][q % 4u] = q8_word(v, amax);
-    if (q % 4u == 0u) s_xd[q / 4u] = vec2(amax / 127.0, (s4.x + s4.y) + (s4.z + s4.w));
+    if (q % 4u == 0u) s_xd[q / 4u] = vec2(amax / 127.0, sum);
   }
 }
 #include "shift_front.glsl"

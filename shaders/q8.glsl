@@ -39,18 +39,24 @@ void q8_store_quad(uint q_row, uint K, uint e0, vec4 run[4], uint quad) {
 }
 
 #ifdef USE_SUBGROUP  // (the _sg variants that include this enable subgroup shuffles first)
-// The int8 form of quad `quad` (0..3) of a run of 16 values whose four quads the four
-// consecutive invocations of this one's group of four hold (v: this one's), gathered by shuffles
-// (q8_store_quad's numbers: for quad 0 the shuffles' order by distance is the run's order).
-// Every invocation of the group must call it, in uniform control flow; live: whether it stores.
-void q8_store_sg(uint q_row, uint K, uint e0, vec4 v, uint quad, bool live) {
+// The largest |x| and the float sum of a run of 16 values whose four quads the four consecutive
+// invocations of this one's group of four hold (v: this one's), gathered by shuffles (for quad 0
+// the shuffles' order by distance is the run's order). Every invocation of the group must call
+// it, in uniform control flow.
+void q8_run(vec4 v, out float amax, out float sum) {
   const vec4 r1 = subgroupShuffleXor(v, 1u), r2 = subgroupShuffleXor(v, 2u),
              r3 = subgroupShuffleXor(v, 3u);
   const vec4 m = max(max(abs(v), abs(r1)), max(abs(r2), abs(r3)));
   const vec4 s4 = v + r1 + r2 + r3;  // only quad 0's is used
-  if (live) {
-    q8_store(q_row, K, e0, v, max(max(m.x, m.y), max(m.z, m.w)), (s4.x + s4.y) + (s4.z + s4.w),
-             quad);
-  }
+  amax = max(max(m.x, m.y), max(m.z, m.w));
+  sum = (s4.x + s4.y) + (s4.z + s4.w);
+}
+
+// The int8 form of quad `quad` (0..3) of such a run (q8_store_quad's numbers); live: whether it
+// stores. Every invocation of the group must call it, in uniform control flow.
+void q8_store_sg(uint q_row, uint K, uint e0, vec4 v, uint quad, bool live) {
+  float amax, sum;
+  q8_run(v, amax, sum);
+  if (live) q8_store(q_row, K, e0, v, amax, sum, quad);
 }
 #endif
