@@ -184,6 +184,7 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   wkv_long_block_ = std::clamp(env_u32("RWKVD_VK_WKV_LONG_BLOCK", 16), 4u, 32u) / 4 * 4;
   wkv_fuse_lora_ = env_u32("RWKVD_VK_FUSE_LORA", 1) != 0;
   shift_front_ = env_u32("RWKVD_VK_SHIFT_IN_FRONT", 1) != 0;
+  shift_front_most_k_ = env_u32("RWKVD_VK_SHIFT_IN_FRONT_MAX_K", shift_front_most_k_);
   // $RWKVD_VK_ROW_SLICES=0|1 overrides the choice (tests run both on lavapipe).
   if (const char* v = std::getenv("RWKVD_VK_ROW_SLICES"); v != nullptr && *v != '\0') {
     row_slices_ = *v == '1';
@@ -396,20 +397,13 @@ Pipelines::Key Kernels::mvf_ln_key(GgmlType type, uint32_t K) const {
           {wg, mvf_words_, mvf_rows_, ks, row_wg_, row_quads(K), K}};
 }
 
-// Only for short rows: every workgroup of the product runs the shift of the whole row before its
-// sums. H100, gen-1 tok/s, the channel-mix shift apart / in front of the ffn key product,
-// alternating in one call (two rounds): 0.1B (768 inputs) 1754, 1641 / 1826, 1715; 1.5B (2048)
-// 646, 660 / 663, 643; 2.9B (2560) 413, 414 / 383, 381 (its 640 workgroups' shifts cost more
-// than the dispatch and barrier saved).
-constexpr uint32_t kShiftFrontMostK = 1024;
-
 bool Kernels::runs_shift_in_front(GgmlType type, std::span<const MmSlot> slots) const {
   if (!shift_front_ || slots.empty() || !dev_.features().subgroup_shuffle || row_wg_ % 16 != 0) {
     return false;
   }
   const uint32_t K = slots[0].K;
   for (const MmSlot& sl : slots) {
-    if (sl.K != K || K > kShiftFrontMostK || K % 32 != 0) return false;
+    if (sl.K != K || K > shift_front_most_k_ || K % 32 != 0) return false;
   }
   // The kernels mm() takes at one token: mvf.comp for float weights, mvq.comp for int8 inputs
   // (the int8 runs of the shift gather over four neighbouring lanes: its lanes come first).
