@@ -184,7 +184,8 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   wkv_long_block_ = std::clamp(env_u32("RWKVD_VK_WKV_LONG_BLOCK", 16), 4u, 32u) / 4 * 4;
   wkv_fuse_lora_ = env_u32("RWKVD_VK_FUSE_LORA", 1) != 0;
   shift_front_ = env_u32("RWKVD_VK_SHIFT_IN_FRONT", 1) != 0;
-  shift_front_most_k_ = env_u32("RWKVD_VK_SHIFT_IN_FRONT_MAX_K", shift_front_most_k_);
+  ffn_front_most_k_ = env_u32("RWKVD_VK_FFN_SHIFT_IN_FRONT_MAX_K", ffn_front_most_k_);
+  att_front_most_k_ = env_u32("RWKVD_VK_ATT_SHIFT_IN_FRONT_MAX_K", att_front_most_k_);
   // $RWKVD_VK_ROW_SLICES=0|1 overrides the choice (tests run both on lavapipe).
   if (const char* v = std::getenv("RWKVD_VK_ROW_SLICES"); v != nullptr && *v != '\0') {
     row_slices_ = *v == '1';
@@ -401,15 +402,18 @@ bool Kernels::runs_shift_in_front(GgmlType type, std::span<const MmSlot> slots) 
   if (!shift_front_ || slots.empty() || !dev_.features().subgroup_shuffle || row_wg_ % 16 != 0) {
     return false;
   }
+  // (The ffn key product is the one that writes its output's int8 form.)
   const uint32_t K = slots[0].K;
+  const bool qout = slots[0].yq_off != kNoQ8;
   for (const MmSlot& sl : slots) {
-    if (sl.K != K || K > shift_front_most_k_ || K % 32 != 0) return false;
+    if (sl.K != K || K > (qout ? ffn_front_most_k_ : att_front_most_k_) || K % 32 != 0) {
+      return false;
+    }
   }
   // The kernels mm() takes at one token: mvf.comp for float weights, mvq.comp for int8 inputs
   // (the int8 runs of the shift gather over four neighbouring lanes: its lanes come first).
   if (mv_max_t_ == 0 || few_on_coopmat(1)) return false;
   if (takes_mvf(type, slots, 1)) return true;
-  const bool qout = slots[0].yq_off != kNoQ8;
   const bool q8 = reads_q8(type, 1) && std::all_of(slots.begin(), slots.end(), [](const MmSlot& s) {
                     return s.q8_off != kNoQ8;
                   });
