@@ -284,12 +284,13 @@ class Kernels {
   bool wkv_fuse_lora_ = true;  // $RWKVD_VK_FUSE_LORA=0: never wkv_fuses_lora() (comparisons)
   bool shift_front_ = true;    // $RWKVD_VK_SHIFT_IN_FRONT=0: never runs_shift_in_front()
   // The longest rows that take a shift in front: every workgroup of the product runs the shift
-  // of the whole row before its sums. H100, gen-1 tok/s, the channel-mix shift apart / in front
-  // of the ffn key product, alternating in one call (two rounds): 0.1B (768 inputs) 1754, 1641 /
-  // 1826, 1715; 1.5B (2048) 646, 660 / 663, 643; 2.9B (2560) 413, 414 / 383, 381 (its 640
-  // workgroups' shifts cost more than the dispatch and barrier saved).
+  // of the whole row before its sums. H100, gen-1 tok/s, shifts apart / in front, alternating in
+  // one call, two rounds (docs/PERFORMANCE.md, session 21): 0.1B (768 inputs) both 1738-1752 /
+  // 1976-2002; 1.5B (2048) both 668, 669 / 702, 695, the ffn one alone 646, 660 / 663, 643; 2.9B
+  // (2560) both 403, 402 / 404, 389, the ffn one alone 413, 414 / 383, 381 (its 640 workgroups'
+  // shifts cost more than the dispatch and barrier saved), the att one alone 407, 411 / 409, 398.
   // $RWKVD_VK_FFN_SHIFT_IN_FRONT_MAX_K and _ATT_ override them.
-  uint32_t ffn_front_most_k_ = 1024, att_front_most_k_ = 4096;
+  uint32_t ffn_front_most_k_ = 2048, att_front_most_k_ = 2048;
   bool wkv_pipelined_ = true;  // $RWKVD_VK_WKV_PIPELINED=0: long chunks on wkv_sg.comp instead
   // $RWKVD_VK_WKV_DIAG (a or b): wkv_long.comp's diagnostic build without phase A or B in its loop.
   std::string wkv_diag_;
