@@ -13,7 +13,7 @@ layout(set = 0, binding = 2) readonly buffer Vecs4 { vec4 vecs4[]; };
 layout(set = 0, binding = 3) buffer State4 { vec4 state4[]; };
 layout(set = 0, binding = 1) buffer Act4W { vec4 act4w[]; };
 
-// Record words (Forward::kLnRecordWords).
+// Record words (Forward::kShiftRecordWords).
 const uint kRecX = 0u, kRecNormW = 1u, kRecNormB = 2u, kRecStateRow = 3u, kRecSlotFloats = 4u,
            kRecMetaSeq = 5u, kRecEps = 6u, kRecSave = 7u, kRecCommitSrc = 8u, kRecCommitRow = 9u,
            kRecCommit = 10u;

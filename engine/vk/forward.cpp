@@ -117,7 +117,8 @@ ForwardBuffers ForwardBuffers::make(Device& dev, const Rwkv7Hparams& hp, uint32_
   const MemKind meta_kind =
       std::getenv("RWKVD_VK_META_HOST") != nullptr ? MemKind::kUpload : MemKind::kDeviceMapped;
   b.meta = Buffer(
-      dev, (4 * VkDeviceSize{Tc} + 4 * seq_cap + Tc + 2 * hp.n_layer * Forward::kLnRecordWords) * 4,
+      dev,
+      (4 * VkDeviceSize{Tc} + 4 * seq_cap + Tc + 2 * hp.n_layer * Forward::kShiftRecordWords) * 4,
       meta_kind);
   const auto readback_start = std::chrono::steady_clock::now();
   b.readback = Buffer(dev, VkDeviceSize{b.out_cap} * (D + hp.n_vocab) * 4, MemKind::kReadback);
@@ -265,9 +266,9 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
         uint32_t eps_bits = 0;
         std::memcpy(&eps_bits, &a.eps, 4);
         // shaders/shift_front.glsl's record.
-        const uint32_t rec[kLnRecordWords] = {a.x_off,       a.norm_w,     a.norm_b, a.state_row,
-                                              a.slot_floats, a.meta_seq,   eps_bits, a.save_off,
-                                              a.commit_src,  a.commit_row, a.commit, 0};
+        const uint32_t rec[kShiftRecordWords] = {a.x_off,       a.norm_w,     a.norm_b, a.state_row,
+                                                 a.slot_floats, a.meta_seq,   eps_bits, a.save_off,
+                                                 a.commit_src,  a.commit_row, a.commit, 0};
         std::memcpy(meta + shift_record(l, a.n_lerp == 1), rec, sizeof(rec));
       }
     }
@@ -692,8 +693,8 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
   Kernels::compute_barrier(cb);
   const ShiftArgs cm = ffn_shift(l, s.T);
   // One token: the ffn key product runs the shift in front (its record in meta).
-  const bool ln_fused = fuse_ffn_shift_ && s.T == 1;
-  if (!ln_fused) {
+  const bool ffn_in_front = fuse_ffn_shift_ && s.T == 1;
+  if (!ffn_in_front) {
     kernels_.shift(cb, base_set_, cm, s.T);
     profiler_.stamp(cb, prof, "shift ffn");
     Kernels::compute_barrier(cb);
@@ -710,7 +711,8 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
       fkey[0].slots[0].y_half_only = true;  // the ffn value product reads fh in fp16 alone
     } else {
       fkey[0].slots[0].yq_off = a_.q_fh;
-      if (ln_fused) fkey[0].slots[0].front = {shift_record(l, true), w_.vec(ly.ffn_lerp_k), true};
+      if (ffn_in_front)
+        fkey[0].slots[0].front = {shift_record(l, true), w_.vec(ly.ffn_lerp_k), true};
     }
     record_mm(cb, fkey, s.T, prof);
   } else {

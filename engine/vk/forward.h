@@ -89,11 +89,11 @@ class Forward {
   uint32_t meta_seq() const { return 4 * token_cap_; }
   uint32_t meta_out() const { return 4 * token_cap_ + 4 * seq_cap_; }
   // After the batch description: each layer's records of its two shifts' arguments for one
-  // token (kLnRecordWords words, written once), for products that run the shift in front
+  // token (kShiftRecordWords words, written once), for products that run the shift in front
   // (Kernels::runs_shift_in_front(), shaders/shift_front.glsl); ffn: the channel mix's.
-  static constexpr uint32_t kLnRecordWords = 12;
+  static constexpr uint32_t kShiftRecordWords = 12;
   uint32_t shift_record(uint32_t layer, bool ffn) const {
-    return meta_out() + token_cap_ + (2 * layer + (ffn ? 1 : 0)) * kLnRecordWords;
+    return meta_out() + token_cap_ + (2 * layer + (ffn ? 1 : 0)) * kShiftRecordWords;
   }
   // Where the logit rows land in the readback buffer, or (ForwardShape::argmax) their argmax
   // parts: Kernels::argmax_parts(n_vocab) pairs of words a row.
