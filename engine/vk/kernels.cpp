@@ -413,7 +413,13 @@ bool Kernels::runs_shift_in_front(GgmlType type, std::span<const MmSlot> slots) 
   // The kernels mm() takes at one token: mvf.comp for float weights, mvq.comp for int8 inputs
   // (the int8 runs of the shift gather over four neighbouring lanes: its lanes come first).
   if (mv_max_t_ == 0 || few_on_coopmat(1)) return false;
-  if (takes_mvf(type, slots, 1)) return true;
+  // Float products: only those of few rows (the LoRA down products). The shift needs workgroups of
+  // shift.comp's 256 lanes, and large float products lose with them: 1.5B F16's r/k/v (2048 rows)
+  // 508, 511 -> 490, 491 tok/s (H100, alternating); 0.1B F16 even (1629, 1494 / 1622, 1583).
+  if (takes_mvf(type, slots, 1)) {
+    return std::all_of(slots.begin(), slots.end(),
+                       [](const MmSlot& s) { return s.N < kMvfManyRows; });
+  }
   const bool q8 = reads_q8(type, 1) && std::all_of(slots.begin(), slots.end(), [](const MmSlot& s) {
                     return s.q8_off != kNoQ8;
                   });
