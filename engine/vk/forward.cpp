@@ -211,7 +211,7 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
     // LoRA up products (inputs of four widths, few bytes).
     const uint32_t TH = Tc * (D / 2);
     for (MmGroup& g : p.first) {
-      for (MmSlot& sl : g.slots) sl.h16_off = a_.h_lerp + (sl.x_off - a_.lerp) / TD * TH;
+      for (MmSlot& sl : g.slots) sl.h16_off = a_.h_lerp + lerp_index(sl) * TH;
     }
     p.out[0].slots[0].h16_off = a_.h_y;
     p.fkey[0].slots[0].h16_off = a_.h_fx;
@@ -496,9 +496,13 @@ uint32_t Forward::lerp_mask(const std::vector<MmGroup>& groups, uint32_t T, Inpu
                        : form == InputForm::kFloat ? !q8 && !h16
                                                    : !q8;  // kFloatOrHalf
     if (!reads) continue;
-    for (const MmSlot& s : g.slots) mask |= 1u << ((s.x_off - a_.lerp) / (token_cap_ * hp_.n_embd));
+    for (const MmSlot& s : g.slots) mask |= 1u << lerp_index(s);
   }
   return mask;
+}
+
+uint32_t Forward::lerp_index(const MmSlot& slot) const {
+  return (slot.x_off - a_.lerp) / (token_cap_ * hp_.n_embd);
 }
 
 void Forward::collect_profile(const ForwardShape& shape, bool whole) {
@@ -622,9 +626,9 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
     for (size_t gi = 0; gi < first.size(); ++gi) {
       for (size_t si = 0; si < first[gi].slots.size(); ++si) {
         MmSlot& sl = first[gi].slots[si];
-        const uint32_t lerp = (sl.x_off - a_.lerp) / (token_cap_ * D);  // xr, xw, xk, xv, xa, xg
         // (The first product of the step does the shift's stores.)
-        sl.front = {shift_record(l, false), w_.vec(ly.lerp_fused) + lerp * D, gi == 0 && si == 0};
+        sl.front = {shift_record(l, false), w_.vec(ly.lerp_fused) + lerp_index(sl) * D,
+                    gi == 0 && si == 0};
       }
     }
     record_mm(cb, first, s.T, prof);

@@ -162,6 +162,8 @@ class Forward {
   // writes the int8 and fp16 forms itself (so no q8 or h16 dispatch need), and the floats only
   // where some product reads them.
   uint32_t lerp_mask(const std::vector<MmGroup>& groups, uint32_t T, InputForm form) const;
+  // Which lerp (0..5: xr, xw, xk, xv, xa, xg) a product of the time-mix step reads.
+  uint32_t lerp_index(const MmSlot& slot) const;
   // Writes the fp16 form of the inputs that `groups` read as such at T tokens (h16.comp), then
   // a barrier; nothing where none does.
   void record_half(VkCommandBuffer cb, const std::vector<MmGroup>& groups, uint32_t T,

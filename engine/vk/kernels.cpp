@@ -59,6 +59,9 @@ struct MmPush {
   uint32_t ksplit = 1, part_off = 0, part_width = 0;  // mc.comp split-K
 };
 static_assert(sizeof(MmPush) <= kPushConstantBytes);
+static_assert(sizeof(ShiftArgs) <= kPushConstantBytes);
+static_assert(sizeof(WkvArgs) <= kPushConstantBytes);
+static_assert(sizeof(OutLnArgs) <= kPushConstantBytes);
 
 // The push constants of products that run a shift in front (shaders/shift_front.glsl): its
 // record, whether the dispatch does its stores, and each slot's lerp where x_off was.
@@ -72,9 +75,6 @@ void set_front(std::span<const MmSlot> slots, MmPush& pc) {
     pc.x_off[i] = slots[i].front.lerp;
   }
 }
-static_assert(sizeof(ShiftArgs) <= kPushConstantBytes);
-static_assert(sizeof(WkvArgs) <= kPushConstantBytes);
-static_assert(sizeof(OutLnArgs) <= kPushConstantBytes);
 
 uint32_t ceil_div(uint32_t a, uint32_t b) {
   return (a + b - 1) / b;
@@ -821,8 +821,7 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     }
     const uint32_t mv_r = mv_rows();
     const bool front = slots[0].front.rec != kNoQ8;
-    if (front) {
-      if (!q8) throw EngineError("vk mm: this product cannot run the shift in front");
+    if (front) {  // (int8 inputs: mm()'s check of runs_shift_in_front() above)
       set_front(slots, pc);
       pc.ksplit = 1;
     }
