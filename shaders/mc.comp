@@ -59,6 +59,14 @@ layout(constant_id = 1) const bool X16 = false;
 // (2560 outputs: 40) leaves the GPU with ~2 workgroups an SM, too few to hide the step loop's
 // latencies; ksplit workgroups then share each tile, each over a contiguous 1 / ksplit of K,
 // and write their fp32 sums for mc_sum.comp to add in a fixed order (deterministic).
+// Float weights (F32 LoRA up products of quantised models: rank 96 in 2.9B, 32 in small models)
+// may hold an odd number of 32-input pieces: the last step's second piece and its inputs are then
+// staged as zeros. Quantised rows come in whole steps, and their loops keep no such test.
+#if defined(WTYPE_F32) || defined(WTYPE_F16) || defined(WTYPE_BF16)
+const bool kOddPieces = true;
+#else
+const bool kOddPieces = false;
+#endif
 #ifdef MC_SPLIT
 const uint kHalves = 2u;  // the inputs' tiles: hi, then lo
 #else
@@ -75,6 +83,13 @@ const uint kTiles = (BM + kHalves * BN) * kStride, kC = BN * kCStride / 4u;
 shared uvec4 smem[kTiles > kC ? kTiles : kC];
 
 #include "tensor_core.glsl"
+
+// The piece to load for piece p: itself, or where p is past the row (kOddPieces), the row's last
+// (its values are not staged; the load stays inside the row).
+uint live_piece(uint p, uint pieces) { return kOddPieces ? min(p, pieces - 1u) : p; }
+
+// Whether the step-q input at offset i of the step (a multiple of 4) is inside the row of K.
+bool x_in(uint q, uint i, uint K) { return !kOddPieces || BK * q + i < K; }
 
 void main() {
   const uint s = gl_WorkGroupID.z / pc.ksplit, part = gl_WorkGroupID.z % pc.ksplit;
@@ -112,9 +127,11 @@ void main() {
 
   // Registers carry step q + 1's weight piece and inputs while step q multiplies, so the
   // loads' latency hides behind the matrix work.
-  // This workgroup's steps of K: [q0, nq) (the host makes K / BK a multiple of ksplit).
-  const uint q0 = K / BK / pc.ksplit * part, nq = q0 + K / BK / pc.ksplit;
-  Raw raw = load_piece(s, w_row, 2u * q0 + wp);
+  // This workgroup's steps of K: [q0, nq) (the host splits only K a multiple of BK, into steps
+  // a multiple of ksplit).
+  const uint steps = (K + BK - 1u) / BK, pieces = K / 32u;
+  const uint q0 = steps / pc.ksplit * part, nq = q0 + steps / pc.ksplit;
+  Raw raw = load_piece(s, w_row, live_piece(2u * q0 + wp, pieces));
 #if defined(WTYPE_Q4_K)
   // Q4_K: only the piece's nibbles ride in registers from one step to the next; its block header
   // is loaded again (a cache hit: the lanes of the other piece read it too) where it is decoded,
@@ -127,17 +144,25 @@ void main() {
   uvec4 xu[XU];  // or their fp16 form (X16 true)
   if (X16) {
     const uint xo = x_row + BK * q0 / 8u;
-    [[unroll]] for (uint j = 0; j < XU; ++j) xu[j] = x_live ? actu4[xo + j] : uvec4(0);
+    [[unroll]] for (uint j = 0; j < XU; ++j) {
+      xu[j] = x_live && x_in(q0, 8u * (XU * xh + j), K) ? actu4[xo + j] : uvec4(0);
+    }
   } else {
     const uint xo = x_row + BK * q0 / 4u;
-    [[unroll]] for (uint j = 0; j < XV; ++j) xv[j] = x_live ? act4[xo + j] : vec4(0);
+    [[unroll]] for (uint j = 0; j < XV; ++j) {
+      xv[j] = x_live && x_in(q0, 4u * (XV * xh + j), K) ? act4[xo + j] : vec4(0);
+    }
   }
   for (uint q = q0; q < nq; ++q) {
     {
 #if defined(WTYPE_Q4_K)
       raw.hd = wb4[s].w[w_blk + ((2u * q + wp) >> 3) * 9u];
 #endif
-      stage_piece(raw, 2u * q + wp, q, kW + wr * kStride);
+      if (!kOddPieces || 2u * q + wp < pieces) {
+        stage_piece(raw, 2u * q + wp, q, kW + wr * kStride);
+      } else {
+        stage_zeros(2u * q + wp, q, kW + wr * kStride);
+      }
       [[unroll]] for (uint j = 0; j < XU; ++j) {
 #ifdef MC_SPLIT
         const vec4 a = xv[2u * j] * kInScale, b = xv[2u * j + 1u] * kInScale;
@@ -157,14 +182,18 @@ void main() {
       const uint pn = 2u * (q + 1u) + wp;
       raw.q = wb4[s].w[w_blk + (pn >> 3) * 9u + 1u + (pn & 7u)];
 #else
-      raw = load_piece(s, w_row, 2u * (q + 1u) + wp);
+      raw = load_piece(s, w_row, live_piece(2u * (q + 1u) + wp, pieces));
 #endif
       if (X16) {
         const uint xo = x_row + BK * (q + 1u) / 8u;
-        [[unroll]] for (uint j = 0; j < XU; ++j) xu[j] = x_live ? actu4[xo + j] : uvec4(0);
+        [[unroll]] for (uint j = 0; j < XU; ++j) {
+          xu[j] = x_live && x_in(q + 1u, 8u * (XU * xh + j), K) ? actu4[xo + j] : uvec4(0);
+        }
       } else {
         const uint xo = x_row + BK * (q + 1u) / 4u;
-        [[unroll]] for (uint j = 0; j < XV; ++j) xv[j] = x_live ? act4[xo + j] : vec4(0);
+        [[unroll]] for (uint j = 0; j < XV; ++j) {
+          xv[j] = x_live && x_in(q + 1u, 4u * (XV * xh + j), K) ? act4[xo + j] : vec4(0);
+        }
       }
     }
     [[unroll]] for (uint kk = 0; kk < BK / 16u; ++kk) {

@@ -31,6 +31,15 @@ void stage_piece(Raw raw, uint p, uint q, uint row0) {
   smem[row0 + kb + 1u] = pack8(w[6], w[7]);
 }
 
+// Stages zeros where piece p of step q would go (a piece past the end of the row).
+void stage_zeros(uint p, uint q, uint row0) {
+  const uint ka = (run_a(p) - 64u * q) / 8u, kb = (run_b(p) - 64u * q) / 8u;
+  smem[row0 + ka] = uvec4(0);
+  smem[row0 + ka + 1u] = uvec4(0);
+  smem[row0 + kb] = uvec4(0);
+  smem[row0 + kb + 1u] = uvec4(0);
+}
+
 #ifdef MC_SPLIT
 // F16 weights (exact in fp16) take each float input as two fp16 halves, each multiplied into its
 // own accumulators, y = acc_hi + acc_lo / kLoScale: ~21 bits of every input (mc.comp's comment).

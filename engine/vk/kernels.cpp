@@ -14,7 +14,8 @@ namespace {
 
 constexpr uint32_t kTokenTile = 8;                    // mm.comp TT: tokens per workgroup
 constexpr uint32_t kTileRows = 64, kTileTokens = 64;  // mt.comp and mc.comp BM, BN
-constexpr uint32_t kCoopmatK = 64;                    // mc.comp BK: K must be a multiple
+constexpr uint32_t kCoopmatK = 64;  // mc.comp BK, mcd.comp's step: quantised K a multiple
+constexpr uint32_t kMcPieceK = 32;  // mc.comp's float rows: K a multiple of its pieces
 // mvf.comp products of at least this many weights take 4 subgroups a row (mvf_key()).
 constexpr uint64_t kMvfLargeWeights = uint64_t{16} << 20;
 constexpr uint32_t kWkvBlock = 8;  // wkv_sg.comp TB: tokens per block (a multiple of 4)
@@ -493,8 +494,13 @@ void Kernels::to_half(VkCommandBuffer cb, VkDescriptorSet set, uint32_t T,
 }
 
 bool Kernels::uses_coopmat(GgmlType type, uint32_t K, uint32_t T, bool half_ok) const {
-  if (!coopmat_ || K % kCoopmatK != 0) return false;
-  if (few_on_coopmat(T)) return !is_float_type(type) || splits_inputs(type);
+  if (!coopmat_) return false;
+  if (few_on_coopmat(T)) {
+    return K % kCoopmatK == 0 && (!is_float_type(type) || splits_inputs(type));
+  }
+  // mc.comp takes float rows of an odd number of 32-input pieces too (its kOddPieces): the LoRA
+  // up products of rank 96 (2.9B) or 32 (0.1B) ran on mt.comp's fp32, 7.6% of 2.9B's doc state.
+  if (K % (is_float_type(type) ? kMcPieceK : kCoopmatK) != 0) return false;
   const bool typed =
       !is_float_type(type) || (half_ok && type == GgmlType::F32) || splits_inputs(type);
   return typed && T > mv_max_t_ && T >= mt_min_t_;
@@ -535,7 +541,9 @@ uint32_t Kernels::mc_split(std::span<const MmSlot> slots) const {
   // Every slot's steps of K divide evenly among the parts.
   const auto divides = [&](uint32_t parts) {
     return std::all_of(slots.begin(), slots.end(),
-                       [&](const MmSlot& s) { return (s.K / kMcStepK) % parts == 0; });
+                       [&](const MmSlot& s) {
+                         return s.K % kMcStepK == 0 && (s.K / kMcStepK) % parts == 0;
+                       });
   };
   // H100, 512 tokens, Q4_K: see docs/PERFORMANCE.md (session 9) for the products it splits.
   const uint32_t most = mc_split_ >= 2 ? std::min(mc_split_, kMcSplitMost) : kMcSplitMost;
