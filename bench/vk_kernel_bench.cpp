@@ -112,8 +112,9 @@ struct Product {
     slot = {K, N, 0, T * K, MmMode::kStore, rb};
     slot.part_off = part_off;
     slot.part_width = 8 * N;
+    // Forms 2 and 3: F32 weights as the LoRA products of quantised models (on tensor cores).
+    slot.half_ok = type == GgmlType::F32 && form >= 2;
     if (form == 2) {
-      slot.half_ok = type == GgmlType::F32;  // as the LoRA products of quantised models
       slot.h16_off = h_off;
       if (!g.kernels.reads_h16(type, {&slot, 1}, T)) throw std::runtime_error("no fp16 form here");
       const Kernels::HalfRegion region{K, 0, h_off};
@@ -407,11 +408,14 @@ void BM_Product(benchmark::State& state) {
   state.SetLabel(std::string(ggml_traits(type).name) + (state.range(4) ? " barrier" : " overlap") +
                  (form == 1   ? " int8"
                   : form == 2 ? " fp16 inputs"
+                  : form == 3 ? " half_ok"
                               : ""));
   run(state, p, state.range(4) != 0);
 }
 void product_args(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"type", "K", "N", "T", "barrier", "form"});  // form: 0 float, 1 int8, 2 fp16
+  // form: 0 float, 1 int8, 2 fp16, 3 float with MmSlot::half_ok (LoRA products of quantised
+  // models: F32 weights on tensor cores)
+  b->ArgNames({"type", "K", "N", "T", "barrier", "form"});
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::F16, GgmlType::F32}) {
     const auto ti = static_cast<int64_t>(t);
     for (const auto& [K, N] : {std::pair{2560, 10240}, {10240, 2560}, {2560, 2560}}) {
@@ -440,6 +444,12 @@ void product_args(benchmark::internal::Benchmark* b) {
   // And on tensor cores from their fp16 form (MmSlot::half_ok), as in prefill.
   for (int64_t T : {64, 256, 512, 854}) {
     b->Args({static_cast<int64_t>(GgmlType::F32), 2560, 576, T, 1, 2});
+  }
+  // The LoRA up products of a long chunk of 2.9B (F32 of ranks 64, 96 and 320 -> 2560, on tensor
+  // cores from float inputs), the email's 854 tokens.
+  for (int64_t K : {64, 96, 320}) {
+    for (int64_t form : {0, 3})
+      b->Args({static_cast<int64_t>(GgmlType::F32), K, 2560, 854, 1, form});
   }
   // The head of 2.9B Q4_K_M files (Q6_K, 65536 x 2560) for one token, and for a few from int8
   // inputs and on tensor cores (which of the two a few sequences' head should take).

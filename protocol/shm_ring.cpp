@@ -15,6 +15,7 @@
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
@@ -34,6 +35,30 @@ constexpr int kMadvPopulateWrite = MADV_POPULATE_WRITE;
 #else
 constexpr int kMadvPopulateWrite = 23;
 #endif
+#ifdef MADV_POPULATE_READ
+constexpr int kMadvPopulateRead = MADV_POPULATE_READ;
+#else
+constexpr int kMadvPopulateRead = 22;
+#endif
+
+// Maps [base, base + size) into this process's page tables, a few MiB at a time until asked to
+// stop. A reader that maps the ring pays a page fault (or a fault-around of 16 pages) the first
+// time it reads each part: ~5300 faults for a 2.9B state (21.6 MB) landing where the client has
+// not read before, 1.4 ms on a 2-core EPYC against 1.2 ms for reading the floats themselves.
+// The pages exist already (the worker reserves and populates them): this allocates nothing.
+void populate(const std::stop_token& stop, const char* base, size_t size) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  constexpr size_t kChunk = size_t{8} << 20;
+  for (size_t at = 0; at < size && !stop.stop_requested(); at += kChunk) {
+    const size_t n = std::min(kChunk, size - at);
+    // (madvise takes a void *; POPULATE_READ only reads.)
+    if (::madvise(const_cast<char*>(base + at), n, kMadvPopulateRead) == 0) continue;
+    // Kernels before 5.14: a read a page maps it.
+    for (size_t p = 0; p < n; p += page) {
+      (void)*static_cast<const volatile char*>(base + at + p);
+    }
+  }
+}
 
 }  // namespace
 
@@ -321,6 +346,10 @@ std::unique_ptr<ShmReader> ShmReader::open(const std::string& name) {
   } catch (const ProtocolError& e) {
     throw ProtocolError(ErrorCode::kBadValue,
                         "'" + name + "' is not an rwkvd v1 ring: " + e.what());
+  }
+  if (const char* e = std::getenv("RWKVD_SHM_POPULATE"); e == nullptr || std::string(e) != "0") {
+    const char* base = static_cast<const char*>(r->map_->region.get_address());
+    r->populate_ = std::jthread(populate, base, r->map_->region.get_size());
   }
   return r;
 }

@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "protocol/messages.h"
@@ -135,6 +136,8 @@ class RingView;
 class ShmReader {
  public:
   // Throws ProtocolError(kBadValue) if the segment is missing or its header is not a ring.
+  // A thread then maps the ring's pages into this process (populate()), so that tensors landing
+  // on pages this client has not read yet cost no page faults.
   static std::unique_ptr<ShmReader> open(const std::string& name);
   ~ShmReader();
   ShmReader(const ShmReader&) = delete;
@@ -155,6 +158,7 @@ class ShmReader {
   struct Mapping;
   std::unique_ptr<Mapping> map_;
   std::unique_ptr<RingView> view_;
+  std::jthread populate_;  // last: stopped and joined before the mapping goes
 };
 
 // 16 random bytes from /dev/urandom as 32 hex digits (segment names, lease keys).

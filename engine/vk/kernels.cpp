@@ -540,10 +540,9 @@ uint32_t Kernels::mc_split(std::span<const MmSlot> slots) const {
   }
   // Every slot's steps of K divide evenly among the parts.
   const auto divides = [&](uint32_t parts) {
-    return std::all_of(slots.begin(), slots.end(),
-                       [&](const MmSlot& s) {
-                         return s.K % kMcStepK == 0 && (s.K / kMcStepK) % parts == 0;
-                       });
+    return std::all_of(slots.begin(), slots.end(), [&](const MmSlot& s) {
+      return s.K % kMcStepK == 0 && (s.K / kMcStepK) % parts == 0;
+    });
   };
   // H100, 512 tokens, Q4_K: see docs/PERFORMANCE.md (session 9) for the products it splits.
   const uint32_t most = mc_split_ >= 2 ? std::min(mc_split_, kMcSplitMost) : kMcSplitMost;

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -159,6 +162,39 @@ TEST(ShmRing, RemoveStaleKeepsLiveWorkers) {
   auto ring = small_ring();
   ShmRing::remove_stale();  // our own pid is alive: kept
   EXPECT_TRUE(std::filesystem::exists("/dev/shm/" + ring->name()));
+}
+
+// Rss (KiB) of this process's mappings of `path` with permissions `perms` ("r--s": a reader's).
+uint64_t resident_kib(const std::string& path, const std::string& perms) {
+  std::ifstream smaps("/proc/self/smaps");
+  uint64_t rss = 0;
+  bool current = false;
+  for (std::string line; std::getline(smaps, line);) {
+    std::istringstream in(line);
+    std::string first, second, offset, dev, inode, name;
+    in >> first >> second;
+    if (first.find('-') != std::string::npos && in >> offset >> dev >> inode) {
+      in >> name;
+      current = second == perms && name == path;
+    } else if (current && first == "Rss:") {
+      rss += std::stoull(second);
+    }
+  }
+  return rss;
+}
+
+// A reader maps the ring's pages in the background (ShmReader::open): they become resident in its
+// mapping without anything reading them.
+TEST(ShmRing, ReaderMapsTheRingsPagesInTheBackground) {
+  auto ring = small_ring(8, 8u << 20);
+  const std::string path = "/dev/shm/" + ring->name();
+  auto reader = ShmReader::open(ring->name());
+  const uint64_t want = reader->header().total_bytes / 1024;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (resident_kib(path, "r--s") < want && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_GE(resident_kib(path, "r--s"), want);
 }
 
 }  // namespace

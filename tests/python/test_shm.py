@@ -134,3 +134,43 @@ def test_large_states_go_as_shared_memory_inputs(worker, monkeypatch):
             s2.set_state(st)
         assert written == [st.nbytes] * 3
         assert _inputs_left() == before, "each input object is removed after its reply"
+
+
+def _resident_kib(path: str, perms: str) -> int:
+    """Rss of this process's mapping of `path` with `perms` (e.g. "r--s"), from /proc/self/smaps."""
+    rss, current = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            fields = line.split()
+            if "-" in fields[0] and len(fields) >= 5:  # a mapping's first line
+                current = fields[1] == perms and len(fields) >= 6 and fields[5] == path
+            elif current and fields[0] == "Rss:":
+                rss += int(fields[1])
+    return rss
+
+
+def _fake_ring(name: str, size: int) -> str:
+    path = os.path.join("/dev/shm", name)
+    with open(path, "wb") as f:
+        f.write(_shm.HEADER.pack(_shm.MAGIC, _shm.VERSION, _shm.HEADER.size, size, 4096,
+                                 size - 4096, 1, _shm.SLOT.size, os.getpid()))
+        f.write(bytes(size - _shm.HEADER.size))
+    return path
+
+
+def test_ring_pages_are_mapped_in_the_background(monkeypatch):
+    size = 8 << 20
+    path = _fake_ring(f"rwkvd-test-{os.getpid()}-populate", size)
+    try:
+        monkeypatch.setenv("RWKVD_SHM_POPULATE", "0")
+        off = _shm.Ring(os.path.basename(path))
+        assert off.populating is None
+        monkeypatch.delenv("RWKVD_SHM_POPULATE")
+        ring = _shm.Ring(os.path.basename(path))
+        assert ring.populating is not None
+        ring.populating.join(30)
+        # Every page of the new mapping is resident before anything read it (the header check
+        # read the first page of the mappings only).
+        assert _resident_kib(path, "r--s") >= (size // 1024) + 4
+    finally:
+        os.unlink(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import threading
 from typing import Optional, Sequence, Union
 
 from .errors import ProtocolViolation, WorkerError, ErrorCode
@@ -13,6 +14,20 @@ MAGIC = b"RWKVDSHM"
 VERSION = 1
 HEADER = struct.Struct("<8sIIQQQIII12x")  # 64 bytes
 SLOT = struct.Struct("<QIIQQ")  # 32 bytes: lease, generation, state, offset, bytes
+_MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22)  # Linux 5.14
+_POPULATE_CHUNK = 8 << 20
+
+
+def _populate(mm: mmap.mmap) -> None:
+    """Maps the ring's pages into this process a few MiB at a time (PROTOCOL.md, "Shared-memory
+    ring"), so that a tensor landing where this client has not read before costs no page faults.
+    Best effort: on an old kernel, or once the ring is closed, pages map on first read instead."""
+    try:
+        size = len(mm)
+        for at in range(0, size, _POPULATE_CHUNK):
+            mm.madvise(_MADV_POPULATE_READ, at, min(_POPULATE_CHUNK, size - at))
+    except (OSError, ValueError):
+        pass
 
 
 class Ring:
@@ -38,6 +53,11 @@ class Ring:
         self.data_offset = data_offset
         self.data_bytes = data_bytes
         self.pid = pid
+        self.populating: Optional[threading.Thread] = None
+        if os.environ.get("RWKVD_SHM_POPULATE", "1") != "0" and hasattr(self.mm, "madvise"):
+            self.populating = threading.Thread(target=_populate, args=(self.mm,), daemon=True,
+                                               name="rwkvd-ring-populate")
+            self.populating.start()
 
     def check(self, ref: dict, shape: Sequence[int]) -> None:
         """Raise unless `ref` lies in the data area, matches `shape` (float32) and the slot table
