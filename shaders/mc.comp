@@ -89,7 +89,7 @@ shared uvec4 smem[kTiles > kC ? kTiles : kC];
 uint live_piece(uint p, uint pieces) { return kOddPieces ? min(p, pieces - 1u) : p; }
 
 // Whether the step-q input at offset i of the step (a multiple of 4) is inside the row of K.
-bool x_in(uint q, uint i, uint K) { return !kOddPieces || BK * q + i < K; }
+bool in_row(uint q, uint i, uint K) { return !kOddPieces || BK * q + i < K; }
 
 void main() {
   const uint s = gl_WorkGroupID.z / pc.ksplit, part = gl_WorkGroupID.z % pc.ksplit;
@@ -145,12 +145,12 @@ void main() {
   if (X16) {
     const uint xo = x_row + BK * q0 / 8u;
     [[unroll]] for (uint j = 0; j < XU; ++j) {
-      xu[j] = x_live && x_in(q0, 8u * (XU * xh + j), K) ? actu4[xo + j] : uvec4(0);
+      xu[j] = x_live && in_row(q0, 8u * (XU * xh + j), K) ? actu4[xo + j] : uvec4(0);
     }
   } else {
     const uint xo = x_row + BK * q0 / 4u;
     [[unroll]] for (uint j = 0; j < XV; ++j) {
-      xv[j] = x_live && x_in(q0, 4u * (XV * xh + j), K) ? act4[xo + j] : vec4(0);
+      xv[j] = x_live && in_row(q0, 4u * (XV * xh + j), K) ? act4[xo + j] : vec4(0);
     }
   }
   for (uint q = q0; q < nq; ++q) {
@@ -187,12 +187,12 @@ void main() {
       if (X16) {
         const uint xo = x_row + BK * (q + 1u) / 8u;
         [[unroll]] for (uint j = 0; j < XU; ++j) {
-          xu[j] = x_live && x_in(q + 1u, 8u * (XU * xh + j), K) ? actu4[xo + j] : uvec4(0);
+          xu[j] = x_live && in_row(q + 1u, 8u * (XU * xh + j), K) ? actu4[xo + j] : uvec4(0);
         }
       } else {
         const uint xo = x_row + BK * (q + 1u) / 4u;
         [[unroll]] for (uint j = 0; j < XV; ++j) {
-          xv[j] = x_live && x_in(q + 1u, 4u * (XV * xh + j), K) ? act4[xo + j] : vec4(0);
+          xv[j] = x_live && in_row(q + 1u, 4u * (XV * xh + j), K) ? act4[xo + j] : vec4(0);
         }
       }
     }
