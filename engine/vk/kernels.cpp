@@ -14,8 +14,6 @@ namespace {
 
 constexpr uint32_t kTokenTile = 8;                    // mm.comp TT: tokens per workgroup
 constexpr uint32_t kTileRows = 64, kTileTokens = 64;  // mt.comp and mc.comp BM, BN
-constexpr uint32_t kCoopmatK = 64;  // mc.comp BK, mcd.comp's step: quantised K a multiple
-constexpr uint32_t kMcPieceK = 32;  // mc.comp's float rows: K a multiple of its pieces
 // mvf.comp products of at least this many weights take 4 subgroups a row (mvf_key()).
 constexpr uint64_t kMvfLargeWeights = uint64_t{16} << 20;
 constexpr uint32_t kWkvBlock = 8;  // wkv_sg.comp TB: tokens per block (a multiple of 4)
@@ -37,9 +35,10 @@ constexpr uint32_t kMvfMostWg = 256, kMvfManyRows = 1024;
 constexpr uint32_t kQ8Wg = 64;                                    // q8.comp workgroup
 constexpr uint32_t kArgmaxWg = 256, kArgmaxPart = 4 * kArgmaxWg;  // argmax.comp: one pass a part
 constexpr uint32_t kH16Wg = 64;                                   // h16.comp workgroup
-constexpr uint32_t kMcStepK = 64;                                 // mc.comp's K per step (BK)
-constexpr uint32_t kModeHalfOnly = 16;              // product.glsl: MmSlot::y_half_only
-constexpr uint32_t kMcSumWg = 256;                  // mc_sum.comp workgroup
+constexpr uint32_t kMcStepK = 64;       // mc.comp's K per step (BK), mcd.comp's too
+constexpr uint32_t kMcPieceK = 32;      // mc.comp's float rows: K a multiple of its pieces
+constexpr uint32_t kModeHalfOnly = 16;  // product.glsl: MmSlot::y_half_only
+constexpr uint32_t kMcSumWg = 256;      // mc_sum.comp workgroup
 constexpr uint32_t kMcdRows = 16, kMcdTokens = 16;  // mcd.comp BM, BT
 constexpr uint32_t kMcdMostSubgroups = 8;           // mcd.comp kMaxSubgroups
 // mc_split() doubles the parts (up to kMcSplitMost) while a product's row tiles (of 64) times
@@ -496,11 +495,11 @@ void Kernels::to_half(VkCommandBuffer cb, VkDescriptorSet set, uint32_t T,
 bool Kernels::uses_coopmat(GgmlType type, uint32_t K, uint32_t T, bool half_ok) const {
   if (!coopmat_) return false;
   if (few_on_coopmat(T)) {
-    return K % kCoopmatK == 0 && (!is_float_type(type) || splits_inputs(type));
+    return K % kMcStepK == 0 && (!is_float_type(type) || splits_inputs(type));
   }
   // mc.comp takes float rows of an odd number of 32-input pieces too (its kOddPieces): the LoRA
   // up products of rank 96 (2.9B) or 32 (0.1B) ran on mt.comp's fp32, 7.6% of 2.9B's doc state.
-  if (K % (is_float_type(type) ? kMcPieceK : kCoopmatK) != 0) return false;
+  if (K % (is_float_type(type) ? kMcPieceK : kMcStepK) != 0) return false;
   const bool typed =
       !is_float_type(type) || (half_ok && type == GgmlType::F32) || splits_inputs(type);
   return typed && T > mv_max_t_ && T >= mt_min_t_;
