@@ -21,6 +21,11 @@ class FaultyBackend : public engine::Backend {
   std::atomic<int> fail_state_io{0};
   // Every run() first sleeps this long: a slow engine behind a live worker.
   std::atomic<int> run_delay_ms{0};
+  // While hold_runs is set, run() waits (and says so in holding) before it runs: the engine
+  // thread held mid-request, so that requests sent meanwhile queue up and meet the scheduler
+  // together when the test lets go. No timing involved.
+  std::atomic<bool> hold_runs{false};
+  std::atomic<bool> holding{false};
 
   const engine::Rwkv7Hparams& hparams() const override { return inner_->hparams(); }
   std::string device_name() const override { return "faulty " + inner_->device_name(); }
@@ -29,6 +34,11 @@ class FaultyBackend : public engine::Backend {
   engine::LoadStats load_stats() const override { return inner_->load_stats(); }
   std::vector<engine::Tensor> run(std::span<const engine::SequenceInput> batch) override {
     maybe_fail(fail_runs);
+    if (hold_runs.load()) {
+      holding = true;
+      while (hold_runs.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      holding = false;
+    }
     if (const int ms = run_delay_ms.load(); ms > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     }

@@ -2,6 +2,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <set>
 #include <thread>
 
@@ -184,22 +185,37 @@ TEST_F(WorkerTest, ASessionGenerateLeavesItsLastTokenToTheNextCompute) {
   c->session_close(f);
 }
 
+// Polls until pred() holds; false after a minute (a test's failure, not a hang).
+template <class Pred>
+bool eventually(Pred pred) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
 // One client, a document's session forked three ways, three generations in flight on one
-// connection (generate_all): the same tokens as one at a time, in the steps of one alone (the
-// worker batched them from the first step: its join window, generous here for a loaded machine,
-// lets the three requests arrive before it starts). Greedy, and at a temperature with a seed,
-// where the worker draws the three tokens of a step on threads of its own.
+// connection (generate_all): the same tokens as one at a time, in the steps of one alone. The
+// engine is held in another client's embed until the worker has received all three, so they
+// meet the scheduler together whatever the machine's load (an earlier version relied on the
+// join window and failed once on a loaded CI machine). Greedy, and at a temperature with a
+// seed, where the worker draws the three tokens of a step on threads of its own.
 TEST_F(WorkerTest, GenerateAllOnForksMatchesOneAtATimeInTheStepsOfOne) {
   RWKVD_FIXTURE(model, kTiny);
-  worker::ServeOptions opt;
-  opt.join_window_us = 100000;
-  start(model, opt);
+  FaultyBackend* const engine = start_wrapped<FaultyBackend>(model);
   auto c = connect();
+  auto blocker = connect();
+  auto observer = connect();
   const uint64_t doc = c->session_open();
   c->session_feed(doc, Input{"A short document about the weather.", {}});
   const std::vector<Input> fields = {Input{" Subject:", {}}, Input{" Sender:", {}},
                                      Input{" Date:", {}}};
   auto steps = [&] { return c->stats().find("generate")->find("steps")->as_uint(); };
+  auto generates_received = [&] {
+    return observer->stats().find("requests")->find("generate")->as_uint();
+  };
   for (const float temperature : {0.0f, 0.9f}) {
     SCOPED_TRACE("temperature " + std::to_string(temperature));
     client::GenerateOptions g;
@@ -216,7 +232,21 @@ TEST_F(WorkerTest, GenerateAllOnForksMatchesOneAtATimeInTheStepsOfOne) {
     const uint64_t s1 = steps();
     std::vector<uint64_t> forks;
     for (size_t i = 0; i < fields.size(); ++i) forks.push_back(c->session_fork(doc));
-    const std::vector<client::GenerateResult> all = c->generate_all(fields, forks, g);
+    const uint64_t received = generates_received();
+    engine->hold_runs = true;
+    auto held = std::async(std::launch::async, [&] { return blocker->embed({Input{"x", {}}}); });
+    const bool engine_held = eventually([&] { return engine->holding.load(); });
+    auto all_async =
+        std::async(std::launch::async, [&] { return c->generate_all(fields, forks, g); });
+    // The I/O thread counts a request and queues it for the engine in one go, and answers
+    // stats on that same thread: three counted are three queued.
+    const bool queued =
+        engine_held && eventually([&] { return generates_received() == received + 3; });
+    engine->hold_runs = false;  // before any assertion returns: the futures wait on it
+    ASSERT_TRUE(engine_held) << "the embed never reached the engine";
+    ASSERT_TRUE(queued) << "the worker did not receive the three generations";
+    held.get();
+    const std::vector<client::GenerateResult> all = all_async.get();
     const uint64_t s2 = steps();
     ASSERT_EQ(all.size(), fields.size());
     for (size_t i = 0; i < fields.size(); ++i) {
