@@ -144,8 +144,9 @@ void add_serve_command(CLI::App& app) {
                   "embed coalescing window in microseconds")
       ->capture_default_str();
   cmd->add_option("--join-window-us", a->opt.join_window_us,
-                  "an idle worker waits this long for requests sent together before its first "
-                  "step (0: none)")
+                  "with no generation stepping, a new round's first step waits until no "
+                  "request has come for this long (at most 4x), so requests sent together start "
+                  "together; forks and opens meanwhile run at once (0: no wait)")
       ->capture_default_str();
   cmd->add_flag("--no-coalesce", a->no_coalesce,
                 "run each embed request as its own engine call (no batching across requests)");

@@ -13,10 +13,11 @@ struct ServeOptions {
   bool coalesce_embeds = true;          // false: each embed request is its own engine run
   uint32_t batch_window_us = 2000;      // embed coalescing: wait this long for company
   uint32_t embed_token_budget = 16384;  // ... or until this many tokens are queued
-  // An idle engine that gets work waits until no further request has come for this long (at
-  // most 4 times as long in all) before its first step, so requests sent together (a client's
-  // generate_all, forks analysed at once) start in the same batch instead of joining one step
-  // after another. 0: start at once.
+  // With no generation stepping, a new round's first step waits until no further request has
+  // come for this long (at most 4 times as long in all), so requests sent together (a client's
+  // generate_all, agents forking one document's session) start in the same batch instead of
+  // joining one step after another; forks and opens that come meanwhile run at once. 0: start
+  // at once.
   uint32_t join_window_us = 250;
   uint32_t prefill_chunk = 128;             // prompt tokens per sequence per generation step
   uint32_t prefill_chunk_alone = 1024;      // ... when no other sequence has work (nobody waits)

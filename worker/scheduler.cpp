@@ -27,20 +27,6 @@ engine::OutputMode engine_mode(protocol::Output o) {
   return engine::OutputMode::kLastLogits;
 }
 
-// Whether a request becomes generation steps (where sequences that start together share them).
-bool runs_steps(const Job& job) {
-  switch (job.req.op) {
-    case protocol::Op::kGenerate:
-    case protocol::Op::kSessionFeed:
-    case protocol::Op::kForward:
-      return true;
-    case protocol::Op::kEmbed:
-      return job.req.session != 0;  // stateless embeds have their own coalescing window
-    default:
-      return false;
-  }
-}
-
 }  // namespace
 
 using protocol::ErrorCode;
@@ -806,15 +792,23 @@ void Scheduler::publish_gauges() {
 }
 
 void Scheduler::loop() {
+  // A round's first step waits for company: when tasks are admitted while none is stepping, the
+  // first step waits until no request has come for join_window_us (at most 4 windows from the
+  // round's start), so that requests sent together start in the same batch instead of joining
+  // one step after another. The thread goes on handling what comes meanwhile: forks and opens
+  // run at once, so the generations their clients send next still join.
+  bool joining = false;  // a round's first step waits, until join_until
+  Clock::time_point join_until{}, join_cap{};
+  const auto window = std::chrono::microseconds(opt_.join_window_us);
   for (;;) {
     std::deque<Job> jobs;
     std::vector<std::pair<std::string, bool>> gone;
     bool stopping = false;
     {
       std::unique_lock lock(mu_);
-      const bool busy = !active_.empty();
-      if (!busy && inbox_.empty() && gone_.empty() && !stopping_) {
-        auto deadline = Clock::now() + std::chrono::seconds(1);
+      const bool stepping = !active_.empty() && !joining;
+      if (!stepping && inbox_.empty() && gone_.empty() && !stopping_) {
+        auto deadline = joining ? join_until : Clock::now() + std::chrono::seconds(1);
         if (!embeds_.empty()) {
           // Without coalescing queued embeds are due at once.
           deadline = std::min(deadline, opt_.coalesce_embeds
@@ -824,16 +818,6 @@ void Scheduler::loop() {
         }
         cv_.wait_until(lock, deadline,
                        [&] { return !inbox_.empty() || !gone_.empty() || stopping_; });
-        // Idle until now: let the requests sent together with this one arrive (join_window_us).
-        const auto window = std::chrono::microseconds(opt_.join_window_us);
-        const auto cap = Clock::now() + 4 * window;
-        const bool steps = std::any_of(inbox_.begin(), inbox_.end(), runs_steps);
-        for (size_t seen = inbox_.size(); steps && window.count() > 0 && !stopping_;) {
-          cv_.wait_until(lock, std::min(cap, Clock::now() + window),
-                         [&] { return inbox_.size() > seen || stopping_; });
-          if (inbox_.size() == seen || Clock::now() >= cap) break;
-          seen = inbox_.size();
-        }
       }
       jobs.swap(inbox_);
       gone.swap(gone_);
@@ -859,6 +843,7 @@ void Scheduler::loop() {
       }
     }
     try {
+      const bool idle = active_.empty();
       for (auto& job : jobs) accept(std::move(job));
       if (stopping) {
         fail_all(ErrorCode::kShuttingDown, "the worker is shutting down");
@@ -870,7 +855,16 @@ void Scheduler::loop() {
           std::any_of(embeds_.begin(), embeds_.end(), [](const auto& e) { return e->cancelled; })) {
         dispatch_embeds();
       }
-      if (!active_.empty()) step();
+      const auto now = Clock::now();
+      if (idle && !active_.empty() && window.count() > 0) {  // a round starts
+        joining = true;
+        join_cap = now + 4 * window;
+        join_until = now + window;
+      } else if (joining && !jobs.empty()) {  // company came: wait on from now
+        join_until = std::min(join_cap, now + window);
+      }
+      if (active_.empty() || now >= join_until) joining = false;
+      if (!active_.empty() && !joining) step();
     } catch (const std::exception& e) {
       // Requests are validated before they get here, so this is an engine failure outside a
       // run call (a state read/write). Fail what is in flight rather than lose the thread.

@@ -259,6 +259,92 @@ TEST_F(WorkerTest, GenerateAllOnForksMatchesOneAtATimeInTheStepsOfOne) {
   c->session_close(doc);
 }
 
+// The join window holds also when the engine thread was busy with work that runs no steps:
+// a generation that came meanwhile waits for its company rather than starting alone. Here it
+// came while the engine ran another client's embed (held until the worker had it); the second
+// generation is sent once that embed's reply is in, i.e. just as the engine comes round, where
+// the window used to be skipped and the first one started its steps alone (six agents forking
+// a document's session by share token started in groups of one, two and three that way).
+TEST_F(WorkerTest, AGenerationThatCameWhileTheEngineRanNoStepsWaitsForItsCompany) {
+  RWKVD_FIXTURE(model, kTiny);
+  worker::ServeOptions opt;
+  opt.join_window_us = 500000;  // far beyond one request's round trip
+  FaultyBackend* const engine = start_wrapped<FaultyBackend>(model, opt);
+  auto first = connect(), second = connect(), blocker = connect(), observer = connect();
+  auto steps = [&] { return observer->stats().find("generate")->find("steps")->as_uint(); };
+  auto generates_received = [&] {
+    return observer->stats().find("requests")->find("generate")->as_uint();
+  };
+  client::GenerateOptions g;
+  g.sampling.max_tokens = 6;
+  g.sampling.temperature = 0;
+  const Input prompt{"The weather today", {}};
+  first->generate(prompt, g);  // the prompt's state in the prefix cache: each run below hits it
+  const uint64_t s0 = steps();
+  const std::vector<int32_t> alone = first->generate(prompt, g).tokens;
+  const uint64_t s1 = steps();
+
+  const uint64_t received = generates_received();
+  engine->hold_runs = true;
+  auto held = std::async(std::launch::async, [&] { return blocker->embed({Input{"x", {}}}); });
+  const bool engine_held = eventually([&] { return engine->holding.load(); });
+  auto early = std::async(std::launch::async, [&] { return first->generate(prompt, g); });
+  const bool queued =
+      engine_held && eventually([&] { return generates_received() == received + 1; });
+  engine->hold_runs = false;  // before any assertion returns: the futures wait on it
+  ASSERT_TRUE(engine_held) << "the embed never reached the engine";
+  ASSERT_TRUE(queued) << "the worker did not receive the first generation";
+  held.get();
+  const client::GenerateResult late = second->generate(prompt, g);
+  const client::GenerateResult on_time = early.get();
+  const uint64_t s2 = steps();
+  EXPECT_EQ(on_time.tokens, alone);
+  EXPECT_EQ(late.tokens, alone);
+  EXPECT_EQ(s2 - s1, s1 - s0) << "the two generations did not share every engine step";
+}
+
+// While a round's first step waits for company, the engine thread goes on serving: another
+// agent's fork of the document's session (by share token) runs at once, so the generation it
+// sends next joins the round. (The window used to hold the thread, and the fork, until it
+// closed: that agent's generation then came a step late.)
+TEST_F(WorkerTest, AForkThatCameWhileARoundWaitedRunsAtOnceAndItsGenerationJoins) {
+  RWKVD_FIXTURE(model, kTiny);
+  worker::ServeOptions opt;
+  opt.join_window_us = 500000;  // far beyond a fork's round trip
+  start(model, opt);
+  auto owner = connect(), agent = connect(), observer = connect();
+  auto steps = [&] { return observer->stats().find("generate")->find("steps")->as_uint(); };
+  auto generates_received = [&] {
+    return observer->stats().find("requests")->find("generate")->as_uint();
+  };
+  const uint64_t doc = owner->session_open();
+  owner->session_feed(doc, Input{"A short document about the weather.", {}});
+  const std::string token = owner->session_share(doc);
+  client::GenerateOptions g;
+  g.sampling.max_tokens = 6;
+  g.sampling.temperature = 0;
+  const Input field{" Subject:", {}};
+  const uint64_t s0 = steps();
+  const uint64_t alone_fork = owner->session_fork(doc);
+  const std::vector<int32_t> alone = owner->generate(field, g, {}, alone_fork).tokens;
+  owner->session_close(alone_fork);
+  const uint64_t s1 = steps();
+
+  const uint64_t first_fork = owner->session_fork(doc);
+  const uint64_t received = generates_received();
+  auto first = std::async(std::launch::async,
+                          [&] { return owner->generate(field, g, {}, first_fork).tokens; });
+  ASSERT_TRUE(eventually([&] { return generates_received() == received + 1; }));
+  const uint64_t second_fork = agent->session_fork_shared(token);
+  const std::vector<int32_t> second = agent->generate(field, g, {}, second_fork).tokens;
+  EXPECT_EQ(first.get(), alone);
+  EXPECT_EQ(second, alone);
+  EXPECT_EQ(steps() - s1, s1 - s0) << "the agent's generation did not join the round's first step";
+  agent->session_close(second_fork);
+  owner->session_close(first_fork);
+  owner->session_close(doc);
+}
+
 // A session fed a short document (left open as `doc`) and its state.
 std::vector<float> document_state(client::Client& c, uint64_t& doc) {
   doc = c.session_open();

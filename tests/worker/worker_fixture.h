@@ -152,7 +152,7 @@ class WorkerTest : public ::testing::Test {
   // Starts the worker on its backend wrapped in a W (a test double that forwards to it);
   // returns the wrapper, which the worker owns.
   template <class W>
-  W* start_wrapped(const std::filesystem::path& model) {
+  W* start_wrapped(const std::filesystem::path& model, worker::ServeOptions opt = {}) {
     W* made = nullptr;
     wrap_backend_ =
         [&made](std::unique_ptr<engine::Backend> b) -> std::unique_ptr<engine::Backend> {
@@ -160,7 +160,7 @@ class WorkerTest : public ::testing::Test {
       made = w.get();
       return w;
     };
-    start(model);
+    start(model, std::move(opt));
     wrap_backend_ = nullptr;  // it captured a local
     return made;
   }
