@@ -196,6 +196,37 @@ bool eventually(Pred pred) {
   return true;
 }
 
+uint64_t generate_steps(client::Client& c) {
+  return c.stats().find("generate")->find("steps")->as_uint();
+}
+
+// Generate requests the worker has received. Its I/O thread counts a request and queues it for
+// the engine in one go, and answers stats on that same thread: counted is queued.
+uint64_t generates_received(client::Client& c) {
+  return c.stats().find("requests")->find("generate")->as_uint();
+}
+
+// Starts `send` on a thread of its own while the engine is held inside an embed of `blocker`'s,
+// and lets the engine go once the worker has received `n` more generate requests (seen by
+// `observer`): what `send` sends then meets the scheduler together, whatever the machine's load.
+// Returns once that embed is answered, with send's future.
+template <class Send>
+auto while_engine_held(FaultyBackend& engine, client::Client& blocker, client::Client& observer,
+                       uint64_t n, Send send) {
+  const uint64_t received = generates_received(observer);
+  engine.hold_runs = true;
+  auto held = std::async(std::launch::async, [&] { return blocker.embed({Input{"x", {}}}); });
+  const bool engine_held = eventually([&] { return engine.holding.load(); });
+  auto sent = std::async(std::launch::async, std::move(send));
+  const bool queued =
+      engine_held && eventually([&] { return generates_received(observer) == received + n; });
+  engine.hold_runs = false;  // before anything can return: the futures wait on it
+  EXPECT_TRUE(engine_held) << "the embed never reached the engine";
+  EXPECT_TRUE(queued) << "the worker did not receive the " << n << " generate request(s)";
+  held.get();
+  return sent;
+}
+
 // One client, a document's session forked three ways, three generations in flight on one
 // connection (generate_all): the same tokens as one at a time, in the steps of one alone. The
 // engine is held in another client's embed until the worker has received all three, so they
@@ -205,17 +236,12 @@ bool eventually(Pred pred) {
 TEST_F(WorkerTest, GenerateAllOnForksMatchesOneAtATimeInTheStepsOfOne) {
   RWKVD_FIXTURE(model, kTiny);
   FaultyBackend* const engine = start_wrapped<FaultyBackend>(model);
-  auto c = connect();
-  auto blocker = connect();
-  auto observer = connect();
+  auto c = connect(), blocker = connect(), observer = connect();
   const uint64_t doc = c->session_open();
   c->session_feed(doc, Input{"A short document about the weather.", {}});
   const std::vector<Input> fields = {Input{" Subject:", {}}, Input{" Sender:", {}},
                                      Input{" Date:", {}}};
-  auto steps = [&] { return c->stats().find("generate")->find("steps")->as_uint(); };
-  auto generates_received = [&] {
-    return observer->stats().find("requests")->find("generate")->as_uint();
-  };
+  auto steps = [&] { return generate_steps(*observer); };
   for (const float temperature : {0.0f, 0.9f}) {
     SCOPED_TRACE("temperature " + std::to_string(temperature));
     client::GenerateOptions g;
@@ -232,21 +258,10 @@ TEST_F(WorkerTest, GenerateAllOnForksMatchesOneAtATimeInTheStepsOfOne) {
     const uint64_t s1 = steps();
     std::vector<uint64_t> forks;
     for (size_t i = 0; i < fields.size(); ++i) forks.push_back(c->session_fork(doc));
-    const uint64_t received = generates_received();
-    engine->hold_runs = true;
-    auto held = std::async(std::launch::async, [&] { return blocker->embed({Input{"x", {}}}); });
-    const bool engine_held = eventually([&] { return engine->holding.load(); });
-    auto all_async =
-        std::async(std::launch::async, [&] { return c->generate_all(fields, forks, g); });
-    // The I/O thread counts a request and queues it for the engine in one go, and answers
-    // stats on that same thread: three counted are three queued.
-    const bool queued =
-        engine_held && eventually([&] { return generates_received() == received + 3; });
-    engine->hold_runs = false;  // before any assertion returns: the futures wait on it
-    ASSERT_TRUE(engine_held) << "the embed never reached the engine";
-    ASSERT_TRUE(queued) << "the worker did not receive the three generations";
-    held.get();
-    const std::vector<client::GenerateResult> all = all_async.get();
+    const std::vector<client::GenerateResult> all =
+        while_engine_held(*engine, *blocker, *observer, fields.size(), [&] {
+          return c->generate_all(fields, forks, g);
+        }).get();
     const uint64_t s2 = steps();
     ASSERT_EQ(all.size(), fields.size());
     for (size_t i = 0; i < fields.size(); ++i) {
@@ -271,10 +286,7 @@ TEST_F(WorkerTest, AGenerationThatCameWhileTheEngineRanNoStepsWaitsForItsCompany
   opt.join_window_us = 500000;  // far beyond one request's round trip
   FaultyBackend* const engine = start_wrapped<FaultyBackend>(model, opt);
   auto first = connect(), second = connect(), blocker = connect(), observer = connect();
-  auto steps = [&] { return observer->stats().find("generate")->find("steps")->as_uint(); };
-  auto generates_received = [&] {
-    return observer->stats().find("requests")->find("generate")->as_uint();
-  };
+  auto steps = [&] { return generate_steps(*observer); };
   client::GenerateOptions g;
   g.sampling.max_tokens = 6;
   g.sampling.temperature = 0;
@@ -284,17 +296,8 @@ TEST_F(WorkerTest, AGenerationThatCameWhileTheEngineRanNoStepsWaitsForItsCompany
   const std::vector<int32_t> alone = first->generate(prompt, g).tokens;
   const uint64_t s1 = steps();
 
-  const uint64_t received = generates_received();
-  engine->hold_runs = true;
-  auto held = std::async(std::launch::async, [&] { return blocker->embed({Input{"x", {}}}); });
-  const bool engine_held = eventually([&] { return engine->holding.load(); });
-  auto early = std::async(std::launch::async, [&] { return first->generate(prompt, g); });
-  const bool queued =
-      engine_held && eventually([&] { return generates_received() == received + 1; });
-  engine->hold_runs = false;  // before any assertion returns: the futures wait on it
-  ASSERT_TRUE(engine_held) << "the embed never reached the engine";
-  ASSERT_TRUE(queued) << "the worker did not receive the first generation";
-  held.get();
+  auto early = while_engine_held(*engine, *blocker, *observer, 1,
+                                 [&] { return first->generate(prompt, g); });
   const client::GenerateResult late = second->generate(prompt, g);
   const client::GenerateResult on_time = early.get();
   const uint64_t s2 = steps();
@@ -313,10 +316,7 @@ TEST_F(WorkerTest, AForkThatCameWhileARoundWaitedRunsAtOnceAndItsGenerationJoins
   opt.join_window_us = 500000;  // far beyond a fork's round trip
   start(model, opt);
   auto owner = connect(), agent = connect(), observer = connect();
-  auto steps = [&] { return observer->stats().find("generate")->find("steps")->as_uint(); };
-  auto generates_received = [&] {
-    return observer->stats().find("requests")->find("generate")->as_uint();
-  };
+  auto steps = [&] { return generate_steps(*observer); };
   const uint64_t doc = owner->session_open();
   owner->session_feed(doc, Input{"A short document about the weather.", {}});
   const std::string token = owner->session_share(doc);
@@ -331,10 +331,10 @@ TEST_F(WorkerTest, AForkThatCameWhileARoundWaitedRunsAtOnceAndItsGenerationJoins
   const uint64_t s1 = steps();
 
   const uint64_t first_fork = owner->session_fork(doc);
-  const uint64_t received = generates_received();
+  const uint64_t received = generates_received(*observer);
   auto first = std::async(std::launch::async,
                           [&] { return owner->generate(field, g, {}, first_fork).tokens; });
-  ASSERT_TRUE(eventually([&] { return generates_received() == received + 1; }));
+  ASSERT_TRUE(eventually([&] { return generates_received(*observer) == received + 1; }));
   const uint64_t second_fork = agent->session_fork_shared(token);
   const std::vector<int32_t> second = agent->generate(field, g, {}, second_fork).tokens;
   EXPECT_EQ(first.get(), alone);
