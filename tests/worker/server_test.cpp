@@ -203,7 +203,9 @@ uint64_t generate_steps(client::Client& c) {
 // Generate requests the worker has received. Its I/O thread counts a request and queues it for
 // the engine in one go, and answers stats on that same thread: counted is queued.
 uint64_t generates_received(client::Client& c) {
-  return c.stats().find("requests")->find("generate")->as_uint();
+  const protocol::Value stats = c.stats();
+  const protocol::Value* n = stats.find("requests")->find("generate");
+  return n != nullptr ? n->as_uint() : 0;  // none yet: no entry
 }
 
 // Starts `send` on a thread of its own while the engine is held inside an embed of `blocker`'s,
@@ -767,6 +769,7 @@ TEST_F(WorkerTest, StopFailsInFlightAndUnlinksSocketAndRing) {
   const std::string shm = hello.find("shm")->find("name")->as_str();
   EXPECT_TRUE(std::filesystem::exists("/dev/shm/" + shm));
   std::atomic<bool> failed_cleanly{false};
+  const uint64_t received = generates_received(*c);
   std::thread gen([&] {
     auto g = connect();
     client::GenerateOptions o;
@@ -777,7 +780,8 @@ TEST_F(WorkerTest, StopFailsInFlightAndUnlinksSocketAndRing) {
       failed_cleanly = e.code() == ErrorCode::kShuttingDown;
     }
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // In flight (received, and 16000 tokens take seconds), not merely sent: then stop.
+  EXPECT_TRUE(eventually([&] { return generates_received(*c) == received + 1; }));
   server_->request_stop();
   thread_.join();
   gen.join();
