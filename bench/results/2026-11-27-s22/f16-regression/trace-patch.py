@@ -21,3 +21,11 @@ s=s.replace("""  vkCmdPushConstants(cb, pipes_.layout(), VK_SHADER_STAGE_COMPUTE
 """,1)
 s=s.replace('#include "engine/error.h"\n','#include "engine/error.h"\n#include <cstdio>\nstatic void traced_dispatch(VkCommandBuffer cb, uint32_t x, uint32_t y, uint32_t z) { if (std::getenv("TRACE_BIND")) std::fprintf(stderr, "DISPATCH %u %u %u\\n", x, y, z); vkCmdDispatch(cb, x, y, z); }\n#define vkCmdDispatch traced_dispatch\n',1)
 open(p,'w').write(s)
+# The pipelines made ahead (Pipelines::prepare, Kernels::warm's keys): PREP lines.
+p = root + '/engine/vk/pipelines.cpp'
+s = open(p).read()
+s = s.replace("""void Pipelines::prepare(const std::vector<Key>& keys) {
+""", """void Pipelines::prepare(const std::vector<Key>& keys) {
+  if (std::getenv("TRACE_BIND")) { for (const Key& k : keys) { std::fprintf(stderr, "PREP %s", k.first.c_str()); for (auto v : k.second) std::fprintf(stderr, " %u", v); std::fprintf(stderr, "\\n"); } }
+""", 1)
+open(p, 'w').write(s)
