@@ -1,7 +1,8 @@
 #pragma once
 // A Backend that forwards to a real one and fails on demand: the test-only fault injection hook
-// for "the backend ran out of memory" (and for "the engine is slow"). Armed counts are atomics
-// because the worker's engine thread calls in while the test thread arms.
+// for "the backend ran out of memory" (and for "the engine is slow", and "the engine is busy
+// until the test lets go"). Armed counts are atomics because the worker's engine thread calls in
+// while the test thread arms.
 #include <atomic>
 #include <chrono>
 #include <memory>
