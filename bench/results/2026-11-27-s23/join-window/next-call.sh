@@ -15,7 +15,9 @@ for r in 1 2; do
       --out /tmp/j/$name-$r.json --markdown /tmp/j/$name-$r.md >/tmp/j/$name-$r.log 2>&1
     echo "== $name round $r rc=$?"
     grep -E "field_analysis|doc_state.client_ms" /tmp/j/$name-$r.md
-    grep -o '"shared_clients": {[^}]*}[^}]*}' /tmp/j/$name-$r.json
+    python3 -c "import json, sys; c = json.load(open(sys.argv[1]))['client']; \
+print('steps', json.dumps(c['field_step_histograms']['shared_clients']['le']), \
+'timeline', [[round(x, 1) for x in t] for t in c['field_shared_timeline_ms']])" /tmp/j/$name-$r.json
   done
   tar czf "$OUT/join.tgz" -C /tmp j
 done
