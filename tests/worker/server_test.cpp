@@ -233,8 +233,9 @@ auto while_engine_held(FaultyBackend& engine, client::Client& blocker, client::C
 // connection (generate_all): the same tokens as one at a time, in the steps of one alone. The
 // engine is held in another client's embed until the worker has received all three, so they
 // meet the scheduler together whatever the machine's load (an earlier version relied on the
-// join window and failed once on a loaded CI machine). Greedy, and at a temperature with a
-// seed, where the worker draws the three tokens of a step on threads of its own.
+// join window alone, and failed once in CI through the scheduler race that the next test
+// pins down). Greedy, and at a temperature with a seed, where the worker draws the three tokens
+// of a step on threads of its own.
 TEST_F(WorkerTest, GenerateAllOnForksMatchesOneAtATimeInTheStepsOfOne) {
   RWKVD_FIXTURE(model, kTiny);
   FaultyBackend* const engine = start_wrapped<FaultyBackend>(model);
