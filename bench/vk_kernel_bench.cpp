@@ -436,6 +436,14 @@ void product_args(benchmark::internal::Benchmark* b) {
       }
     }
   }
+  // 0.1B's one-token products from int8 inputs (768 -> 3072, 3072 -> 768, 768 -> 768): with
+  // $RWKVD_VK_MAX_ROW_GROUPS, what a persistent kernel's capped grid would cost them.
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+    for (const auto& [K, N] : {std::pair{768, 3072}, {3072, 768}, {768, 768}}) {
+      b->Args({static_cast<int64_t>(t), K, N, 1, 1, 1});
+      b->Args({static_cast<int64_t>(t), K, N, 1, 0, 1});
+    }
+  }
   // The LoRA down products of a 2.9B layer at one token (F32, four weights of 96, 96, 64 and 320
   // rows in one dispatch in the forward; here as one of 576).
   for (int64_t T : {1, 2, 4, 6, 8, 16}) {

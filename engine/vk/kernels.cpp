@@ -148,6 +148,9 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
     row_slices_ = false;
     max_row_groups_ = 4;
   }
+  // A cap on the row kernels' grids (their workgroups loop over the rest): what the products
+  // of a persistent kernel, with one workgroup or two an SM, would cost (comparisons only).
+  if (const uint32_t cap = env_u32("RWKVD_VK_MAX_ROW_GROUPS", 0); cap > 0) max_row_groups_ = cap;
   mt_min_t_ = env_u32("RWKVD_VK_MT_MIN_T", 9);
   // (Their producers, the shifts, write the fp16 and int8 forms with shuffles.)
   coopmat_ = dev.features().coopmat && dev.features().subgroup_shuffle;
