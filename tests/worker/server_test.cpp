@@ -185,17 +185,6 @@ TEST_F(WorkerTest, ASessionGenerateLeavesItsLastTokenToTheNextCompute) {
   c->session_close(f);
 }
 
-// Polls until pred() holds; false after a minute (a test's failure, not a hang).
-template <class Pred>
-bool eventually(Pred pred) {
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(1);
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > give_up) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
-
 uint64_t generate_steps(client::Client& c) {
   return c.stats().find("generate")->find("steps")->as_uint();
 }
@@ -203,9 +192,7 @@ uint64_t generate_steps(client::Client& c) {
 // Generate requests the worker has received. Its I/O thread counts a request and queues it for
 // the engine in one go, and answers stats on that same thread: counted is queued.
 uint64_t generates_received(client::Client& c) {
-  const protocol::Value stats = c.stats();
-  const protocol::Value* n = stats.find("requests")->find("generate");
-  return n != nullptr ? n->as_uint() : 0;  // none yet: no entry
+  return stats_count(c, "requests", "generate");
 }
 
 // Starts `send` on a thread of its own while the engine is held inside an embed of `blocker`'s,

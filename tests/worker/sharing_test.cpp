@@ -24,12 +24,8 @@ std::vector<float> floats(const client::Tensor& t) {
 // The worker's session count, once the engine thread has published it (it may do so just after
 // the reply that changed it).
 uint64_t sessions_settled(client::Client& c, uint64_t want) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  uint64_t n = c.stats().find("sessions")->as_uint();
-  while (n != want && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    n = c.stats().find("sessions")->as_uint();
-  }
+  uint64_t n = 0;
+  eventually([&] { return (n = c.stats().find("sessions")->as_uint()) == want; });
   return n;
 }
 
@@ -169,15 +165,8 @@ TEST_F(WorkerTest, ATokenDiesWhenItsOwnerIsFoundGone) {
   gen.sampling.max_tokens = 16000;
   owner.send(gen);
   owner.leave();
-  auto gone = [&] {
-    const protocol::Value stats = other->stats();
-    const protocol::Value* n = stats.find("clients")->find("gone");
-    return n == nullptr ? uint64_t{0} : n->as_uint();
-  };
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (gone() == 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  auto gone = [&] { return stats_count(*other, "clients", "gone"); };
+  eventually([&] { return gone() != 0; });
   ASSERT_EQ(gone(), 1u);
   EXPECT_EQ(code_of([&] { other->session_fork_shared(token); }), ErrorCode::kUnknownSession);
   EXPECT_NO_THROW(other->session_state(fork)) << "a fork made before stays";

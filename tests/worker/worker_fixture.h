@@ -51,6 +51,26 @@ class ByteCodec : public worker::TextCodec {
   }
 };
 
+// Polls until pred() holds, for at most 10 s: false then (a test's failure, not a hang). For
+// what the worker does just after a reply (gauges the engine thread publishes between steps) or
+// beside the test (requests another thread sends).
+template <class Pred>
+bool eventually(Pred pred) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// A counter in the worker's stats, stats[group][name]; 0 before its first count (no entry yet).
+inline uint64_t stats_count(client::Client& c, const char* group, const char* name) {
+  const protocol::Value stats = c.stats();
+  const protocol::Value* n = stats.find(group)->find(name);
+  return n != nullptr ? n->as_uint() : 0;
+}
+
 class WorkerTest : public ::testing::Test {
  protected:
   void start(const std::filesystem::path& model, worker::ServeOptions opt = {}) {
@@ -138,12 +158,8 @@ class WorkerTest : public ::testing::Test {
   // slots_used is a gauge the engine thread publishes between its steps, possibly just after
   // the reply that changed it: wait (bounded) for it to settle at `want`.
   static uint64_t slots_used_settled(client::Client& c, uint64_t want) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    uint64_t n = slots_used(c);
-    while (n != want && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      n = slots_used(c);
-    }
+    uint64_t n = 0;
+    eventually([&] { return (n = slots_used(c)) == want; });
     return n;
   }
 
