@@ -39,10 +39,13 @@ void front_store(uint q, vec4 v, bool live) {
   if (live) s_x4[q] = v;
 }
 #include "shift_front.glsl"
-// The input's vec4 i (from the row's element 0).
-vec4 x_in(uint x4, uint i) { return s_x4[i]; }
+// The input's vec4 i (from the row's element 0). A macro, not a function: unoptimised SPIR-V
+// keeps a function as a call with its arguments stored through memory, and NVIDIA's compiler
+// then made the plain products of 2.9B F16 ~10% slower (session 24,
+// bench/results/2026-11-27-s22/f16-regression/README.md).
+#define X_IN(x4, i) s_x4[i]
 #else
-vec4 x_in(uint x4, uint i) { return act4[x4 + i]; }
+#define X_IN(x4, i) act4[x4 + i]
 #endif
 
 #if defined(WTYPE_F32)
@@ -55,15 +58,15 @@ const uint kPerWord = 8u;
 // the row's element 0).
 float dot_word(uvec4 q, uint x4, uint u) {
 #if defined(WTYPE_F32)
-  return dot(uintBitsToFloat(q), x_in(x4, u));
+  return dot(uintBitsToFloat(q), X_IN(x4, u));
 #elif defined(WTYPE_F16)
-  return dot(vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y)), x_in(x4, 2u * u)) +
-         dot(vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w)), x_in(x4, 2u * u + 1u));
+  return dot(vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y)), X_IN(x4, 2u * u)) +
+         dot(vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w)), X_IN(x4, 2u * u + 1u));
 #else  // BF16
   return dot(uintBitsToFloat(uvec4(q.x << 16, q.x & 0xffff0000u, q.y << 16, q.y & 0xffff0000u)),
-             x_in(x4, 2u * u)) +
+             X_IN(x4, 2u * u)) +
          dot(uintBitsToFloat(uvec4(q.z << 16, q.z & 0xffff0000u, q.w << 16, q.w & 0xffff0000u)),
-             x_in(x4, 2u * u + 1u));
+             X_IN(x4, 2u * u + 1u));
 #endif
 }
 
