@@ -212,8 +212,8 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
     mvf_ = env_u32("RWKVD_VK_MVF", 1) != 0;
     mvf_wg_ = env_u32("RWKVD_VK_MVF_WG", cpu ? wg_ : 0);
     if (mvf_wg_ > 0) mvf_wg_ = std::max(sg, std::bit_floor(std::min(mvf_wg_, kMvfMostWg)));
-    mvf_words_ = std::clamp(env_u32("RWKVD_VK_MVF_WORDS", 4), 1u, 8u);
-    mvf_rows_ = std::clamp(env_u32("RWKVD_VK_MVF_ROWS", 1), 1u, 4u);
+    mvf_words_ = std::min(env_u32("RWKVD_VK_MVF_WORDS", 0), 8u);  // 0: by the shape (mvf_key)
+    mvf_rows_ = std::min(env_u32("RWKVD_VK_MVF_ROWS", 0), 4u);
     mvf_ks_ = env_u32("RWKVD_VK_MVF_KS", 0);
     // At most 4 tokens per workgroup ($RWKVD_VK_MV_TT_MAX: 1, 2, 4 or 8): 8 need so many
     // registers that fewer warps fit (H100, before the staging: 2.9B Q4_K_M gen-8 494 -> 536
@@ -356,13 +356,29 @@ bool Kernels::takes_mvf(GgmlType type, std::span<const MmSlot> slots, uint32_t T
 // 10240 -> 2560 25.3 / 32.7 / 25.0 / 24.9, 2560 -> 2560 9.9 / 8.6 / 8.4 / 9.2; F32 2560 -> 576 9.4
 // -> 5.7 (four) and beside the Q4_K r/k/v product of the same step 22.0 -> 15.6 (workgroups of
 // 64: 13.2).
+//
+// F16 products of many rows take two rows a subgroup and two words a lane in flight for each
+// (H200, vk_kernel_bench, us, words 4 and one row against two and two: F16 10240 -> 2560 21.4 ->
+// 16.3, 2560 -> 10240 17.4 -> 17.3, 2560 -> 2560 7.56 -> 7.31; F32 10240 -> 2560 28.5 -> 28.1 but
+// 2560 -> 10240 27.5 -> 28.6 and 2560 -> 2560 9.63 -> 9.99, the F32 LoRA down 5.95 -> 8.37, so
+// those keep one row and 4 words; bench/results/2026-11-28-s24/mvf-knobs/). A lane's sums run in
+// the same order either way.
 Pipelines::Key Kernels::mvf_key(GgmlType type, uint32_t max_n, uint64_t weights) const {
-  const bool few = max_n < kMvfManyRows;
+  const bool few = max_n < kMvfManyRows, pairs = type == GgmlType::F16 && !few;
   const uint32_t wg =
       mvf_wg_ > 0 ? mvf_wg_ : std::max(dev_.features().subgroup_size, few ? 64u : 128u);
   uint32_t ks = mvf_ks_ > 0 ? mvf_ks_ : !few && weights >= kMvfLargeWeights ? 4 : 2;
   ks = std::bit_floor(std::clamp(ks, 1u, wg / dev_.features().subgroup_size));
-  return {"mvf_" + weight_type_suffix(type), {wg, mvf_words_, mvf_rows_, ks}};
+  return {"mvf_" + weight_type_suffix(type),
+          {wg, mvf_words(pairs ? 2 : 4), mvf_rows(pairs ? 2 : 1), ks}};
+}
+
+uint32_t Kernels::mvf_words(uint32_t by_shape) const {
+  return mvf_words_ > 0 ? mvf_words_ : by_shape;
+}
+
+uint32_t Kernels::mvf_rows(uint32_t by_shape) const {
+  return mvf_rows_ > 0 ? mvf_rows_ : by_shape;
 }
 
 // mvq.comp stages nothing, so its workgroup is the one-token size for any number of tokens;
@@ -398,7 +414,7 @@ Pipelines::Key Kernels::mvf_ln_key(GgmlType type, uint32_t K) const {
   const uint32_t sg = dev_.features().subgroup_size, wg = std::max(row_wg_, sg);
   const uint32_t ks = std::bit_floor(std::clamp(mvf_ks_ > 0 ? mvf_ks_ : 2u, 1u, wg / sg));
   return {"mvf_ln_" + weight_type_suffix(type),
-          {wg, mvf_words_, mvf_rows_, ks, row_wg_, row_quads(K), K}};
+          {wg, mvf_words(4), mvf_rows(1), ks, row_wg_, row_quads(K), K}};
 }
 
 bool Kernels::runs_shift_in_front(GgmlType type, std::span<const MmSlot> slots) const {

@@ -236,6 +236,9 @@ class Kernels {
   // products of at most max_n rows and `weights` weights a slot.
   bool takes_mvf(GgmlType type, std::span<const MmSlot> slots, uint32_t T) const;
   Pipelines::Key mvf_key(GgmlType type, uint32_t max_n, uint64_t weights) const;
+  // mvf.comp's words a lane in flight and rows a team: $RWKVD_VK_MVF_WORDS / _ROWS, else by_shape.
+  uint32_t mvf_words(uint32_t by_shape) const;
+  uint32_t mvf_rows(uint32_t by_shape) const;
   // mvq.comp's; qout: the variant that also writes its output's int8 form (workgroups of 16 rows).
   Pipelines::Key mvq_key(GgmlType type, uint32_t tokens, bool qout = false) const;
   // The quads a lane of shift.comp and out_ln.comp holds of a row of D, and their pipelines;
@@ -307,9 +310,9 @@ class Kernels {
   uint32_t mv_tt_max_ = 4;
   // mvf.comp ($RWKVD_VK_MVF=0: mv.comp instead): workgroup and subgroups a team (0: mvf_key()
   // picks by the shape; $RWKVD_VK_MVF_WG, _KS), 16-byte words a lane in flight and rows a team
-  // ($RWKVD_VK_MVF_WORDS, _ROWS).
+  // ($RWKVD_VK_MVF_WORDS, _ROWS; 0: mvf_words(), mvf_rows() by the shape).
   bool mvf_ = false;
-  uint32_t mvf_wg_ = 0, mvf_words_ = 4, mvf_rows_ = 1, mvf_ks_ = 0;
+  uint32_t mvf_wg_ = 0, mvf_words_ = 0, mvf_rows_ = 0, mvf_ks_ = 0;  // 0: by the shape
   // mvq.comp's pieces in flight per lane ($RWKVD_VK_MVQ_PIECES).
   uint32_t mvq_pieces_ = 2;
   uint32_t mvq_ksplit_ = 0;  // $RWKVD_VK_MVQ_KSPLIT: 1 never splits; 0 mvq_ksplit()'s rule
