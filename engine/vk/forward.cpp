@@ -246,8 +246,7 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
       layers_[l].lora_set = sets_->make(b);
     }
   }
-  kernels_.warm(needs.types, hp_.n_embd, hp_.n_ffn, hp_.head_size, needs.lora_ranks,
-                model_.head->type);
+  kernels_.warm(needs.types, hp_.n_embd, hp_.head_size, needs.lora_ranks, model_.head->type);
   // One token's shifts run in front of the products that read them where those can (short
   // rows): the shifts' argument records go after the batch description, written once.
   fuse_att_shift_ = fuse_ffn_shift_ = true;
@@ -397,8 +396,8 @@ Forward::PipelineNeeds Forward::pipeline_needs(const Rwkv7Model& model, const Ke
 void Forward::prepare_pipelines(Device& dev, Pipelines& pipes, const Rwkv7Model& model) {
   Kernels kernels(dev, pipes);
   const PipelineNeeds needs = pipeline_needs(model, kernels);
-  kernels.warm(needs.types, model.hparams().n_embd, model.hparams().n_ffn,
-               model.hparams().head_size, needs.lora_ranks, model.head->type);
+  kernels.warm(needs.types, model.hparams().n_embd, model.hparams().head_size, needs.lora_ranks,
+               model.head->type);
 }
 
 std::vector<std::string> Forward::kernel_choices() const {

@@ -207,7 +207,7 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
     mvq_wg_ = std::max(sg, env_u32("RWKVD_VK_MVQ_WG", mv_wg_one_));  // mvq.comp's, any T
     mv_wg_ = std::max(sg, env_u32("RWKVD_VK_MV_WG", cpu ? wg_ : 128u));
     mv_rows_ = std::clamp(env_u32("RWKVD_VK_MV_ROWS", 0), 0u, 4u);
-    mvq_pieces_ = std::min(env_u32("RWKVD_VK_MVQ_PIECES", 0), 8u);  // 0: by the shape
+    mvq_pieces_ = std::clamp(env_u32("RWKVD_VK_MVQ_PIECES", 2), 1u, 8u);
     mvq_ksplit_ = env_u32("RWKVD_VK_MVQ_KSPLIT", 0);
     mvf_ = env_u32("RWKVD_VK_MVF", 1) != 0;
     mvf_wg_ = env_u32("RWKVD_VK_MVF_WG", cpu ? wg_ : 0);
@@ -226,8 +226,8 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   }
 }
 
-void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t n_ffn,
-                   uint32_t head_size, uint32_t lora_ranks, GgmlType head) {
+void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t head_size,
+                   uint32_t lora_ranks, GgmlType head) {
   std::vector<Pipelines::Key> keys;
   for (GgmlType t : types) {
     const std::string ts = weight_type_suffix(t);
@@ -260,11 +260,8 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t n_
       // The token tiles mv_tokens() can pick, no more: each pipeline costs start-up time.
       for (uint32_t tt = 1; tt <= mv_tokens(mv_max_t_, mv_tt_max_); tt *= 2) {
         keys.push_back(mv_key(t, tt, mv_rows()));
-        // (mvq_pieces() tells one token's rows apart by their length: the model's two.)
-        for (const uint32_t K : {n_embd, n_ffn}) {
-          if (reads_q8(t, tt)) keys.push_back(mvq_key(t, tt, K));
-          if (writes_q8(t, K, 16, tt)) keys.push_back(mvq_key(t, tt, K, true));
-        }
+        if (reads_q8(t, tt)) keys.push_back(mvq_key(t, tt));
+        if (writes_q8(t, 32, 16, tt)) keys.push_back(mvq_key(t, tt, true));
       }
       // The shifts in front (runs_shift_in_front()) of a model with short rows: the ffn key
       // product (int8 output), the r/k/v products, the float LoRA down products.
@@ -386,24 +383,9 @@ uint32_t Kernels::mvf_rows(uint32_t by_shape) const {
 
 // mvq.comp stages nothing, so its workgroup is the one-token size for any number of tokens;
 // the variant that writes its output's int8 form takes 16 rows a workgroup (whole runs).
-Pipelines::Key Kernels::mvq_key(GgmlType type, uint32_t tt, uint32_t K, bool qout) const {
+Pipelines::Key Kernels::mvq_key(GgmlType type, uint32_t tt, bool qout) const {
   return {"mvq_" + weight_type_suffix(type),
-          {qout ? mvq_qout_wg(tt) : mvq_wg_, tt, mvq_rows(tt), mvq_pieces(K, tt), qout ? 1u : 0u}};
-}
-
-// Pieces a lane of mvq.comp loads before summing any: 2, but at one token 1 where a row is
-// split over subgroups (each part then takes whole steps of a piece a lane) and 3 for rows of
-// more than two pieces a lane left whole (2560 inputs: one step rather than a full and a
-// quarter one). H200, vk_kernel_bench, int8 inputs, one token, us with 2 / 1 / 3 / 4: Q4_K 10240
-// -> 2560 12.35 / 10.76 / 12.45 / 12.96, Q6_K 18.29 / 16.50 / 17.99 / 19.48; Q4_K 2560 -> 10240
-// 13.00 / 15.29 / 12.19 / 12.80, Q6_K 18.99 / 23.01 / 17.52 / 18.78; Q4_K 2560 -> 2560 6.59 / 6.46
-// / 6.20 / 6.12, Q6_K 8.08 / 8.72 / 7.57 / 7.96 (bench/results/2026-11-28-s24/mvq-knobs/). Several
-// tokens keep 2.
-uint32_t Kernels::mvq_pieces(uint32_t K, uint32_t tt) const {
-  if (mvq_pieces_ > 0) return mvq_pieces_;
-  if (tt != 1) return 2;
-  if (mvq_ksplit(K) > 1) return 1;
-  return K / 32 > 2 * dev_.features().subgroup_size ? 3 : 2;
+          {qout ? mvq_qout_wg(tt) : mvq_wg_, tt, mvq_rows(tt), mvq_pieces_, qout ? 1u : 0u}};
 }
 
 uint32_t Kernels::row_quads(uint32_t D) const {
@@ -425,7 +407,7 @@ uint32_t Kernels::mvq_qout_wg(uint32_t tokens) const {
 Pipelines::Key Kernels::mvq_ln_key(GgmlType type, uint32_t K, bool qout) const {
   const uint32_t wg = qout ? mvq_qout_wg(1) : std::max(mvq_wg_, row_wg_);
   return {"mvq_ln_" + weight_type_suffix(type),
-          {wg, 1, mvq_rows(1), mvq_pieces(K, 1), qout ? 1u : 0u, row_wg_, row_quads(K), K}};
+          {wg, 1, mvq_rows(1), mvq_pieces_, qout ? 1u : 0u, row_wg_, row_quads(K), K}};
 }
 
 Pipelines::Key Kernels::mvf_ln_key(GgmlType type, uint32_t K) const {
@@ -465,12 +447,11 @@ bool Kernels::runs_shift_in_front(GgmlType type, std::span<const MmSlot> slots) 
 }
 
 // A row of K inputs takes K / 32 pieces, U * subgroup size a step: a long row (K = 10240, five
-// steps of 2 pieces a lane) leaves its few subgroups (2560 rows) waiting out one load latency
-// after another, so subgroups of a workgroup share it while each keeps at least a whole step.
-// (Counted at 2 pieces a lane, or $RWKVD_VK_MVQ_PIECES: mvq_pieces() depends on the split.)
+// steps) leaves its few subgroups (2560 rows) waiting out one load latency after another, so
+// subgroups of a workgroup share it while each keeps at least a whole step.
 uint32_t Kernels::mvq_ksplit(uint32_t K) const {
   const uint32_t sg = dev_.features().subgroup_size, subgroups = mvq_wg_ / sg;
-  const uint32_t steps = K / 32 / ((mvq_pieces_ > 0 ? mvq_pieces_ : 2) * sg);
+  const uint32_t steps = K / 32 / (mvq_pieces_ * sg);
   uint32_t ks = mvq_ksplit_ > 0 ? mvq_ksplit_ : steps;
   ks = std::bit_floor(std::clamp(ks, 1u, subgroups));
   // mvq.comp's s_ks holds subgroups x rows x tokens partial sums, at most 256.
@@ -858,9 +839,11 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     if (q8) {
       for (size_t i = 0; i < slots.size(); ++i) pc.x_off[i] = slots[i].q8_off;
     }
-    uint32_t k_min = UINT32_MAX;  // (a dispatch's slots share its split and pieces)
-    for (const MmSlot& sl : slots) k_min = std::min(k_min, sl.K);
-    if (q8 && !qout) pc.ksplit = mvq_ksplit(k_min);
+    if (q8 && !qout) {
+      uint32_t k_min = UINT32_MAX;
+      for (const MmSlot& sl : slots) k_min = std::min(k_min, sl.K);
+      pc.ksplit = mvq_ksplit(k_min);
+    }
     const uint32_t mv_r = mv_rows();
     const bool front = slots[0].front.rec != kNoQ8;
     if (front) {  // (int8 inputs: mm()'s check of runs_shift_in_front() above)
@@ -868,7 +851,7 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       pc.ksplit = 1;
     }
     const Pipelines::Key key = front ? mvq_ln_key(type, slots[0].K, qout)
-                               : q8  ? mvq_key(type, tt, k_min, qout)
+                               : q8  ? mvq_key(type, tt, qout)
                                      : mv_key(type, tt, mv_r);
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
     const uint32_t rows =

@@ -116,9 +116,8 @@ class Kernels {
   // Creates every pipeline the model's types need now, so that a forward never compiles;
   // lora_ranks: the LoRA ranks' sum where wkv will do the LoRA up products (0: it will not);
   // head: the head's type (the one quantised product that reads its input's floats, not an
-  // fp16 form, on the tensor cores: 17 or more logit rows); n_embd and n_ffn: the products'
-  // row lengths.
-  void warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t n_ffn, uint32_t head_size,
+  // fp16 form, on the tensor cores: 17 or more logit rows).
+  void warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t head_size,
             uint32_t lora_ranks, GgmlType head);
 
   // y = W x for 1..4 weights of `type`, T tokens.
@@ -241,8 +240,7 @@ class Kernels {
   uint32_t mvf_words(uint32_t by_shape) const;
   uint32_t mvf_rows(uint32_t by_shape) const;
   // mvq.comp's; qout: the variant that also writes its output's int8 form (workgroups of 16 rows).
-  Pipelines::Key mvq_key(GgmlType type, uint32_t tokens, uint32_t K, bool qout = false) const;
-  uint32_t mvq_pieces(uint32_t K, uint32_t tokens) const;
+  Pipelines::Key mvq_key(GgmlType type, uint32_t tokens, bool qout = false) const;
   // The quads a lane of shift.comp and out_ln.comp holds of a row of D, and their pipelines;
   // out_ln.comp's subgroup variant (reductions and the int8 form's shuffles) where it runs.
   uint32_t row_quads(uint32_t D) const;
@@ -315,8 +313,8 @@ class Kernels {
   // ($RWKVD_VK_MVF_WORDS, _ROWS; 0: mvf_words(), mvf_rows() by the shape).
   bool mvf_ = false;
   uint32_t mvf_wg_ = 0, mvf_words_ = 0, mvf_rows_ = 0, mvf_ks_ = 0;  // 0: by the shape
-  // mvq.comp's pieces in flight per lane ($RWKVD_VK_MVQ_PIECES; 0: mvq_pieces() by the shape).
-  uint32_t mvq_pieces_ = 0;
+  // mvq.comp's pieces in flight per lane ($RWKVD_VK_MVQ_PIECES).
+  uint32_t mvq_pieces_ = 2;
   uint32_t mvq_ksplit_ = 0;  // $RWKVD_VK_MVQ_KSPLIT: 1 never splits; 0 mvq_ksplit()'s rule
   // The tiled product (mt.comp) for T > mv_max_t_ and T >= mt_min_t_ ($RWKVD_VK_MT_MIN_T).
   uint32_t mt_min_t_ = 9;
