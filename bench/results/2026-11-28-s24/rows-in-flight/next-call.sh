@@ -6,7 +6,7 @@
 # ($RWKVD_VK_MAX_ROW_GROUPS) price a persistent layer kernel's products without new code.
 # Prepare: scripts/bench-device; strip -o .gl/vk_kernel_bench build/bench/vk_kernel_bench;
 # cp -L /usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian .gl/lib/; cp this .gl/rows.sh
-# Device run, carry [".gl"]: bash .gl/rows.sh   (~30 s of kernels, then ~100 s end to end)
+# Device run, carry [".gl"]: bash .gl/rows.sh   (~30 s of kernels, then ~150 s end to end)
 set -uo pipefail
 f='BM_Product/type:1[24]/K:(768|3072|2560|10240)/N:(768|3072|2560|10240)/T:1/barrier:1/form:1'
 v="base= c264=RWKVD_VK_MAX_ROW_GROUPS=264"
@@ -33,3 +33,8 @@ PY
 # wanted) against none: 0.1B and 2.9B gen-1.
 BENCH_QUICK=1 BENCH_REPEATS=2 BENCH_TIMEOUT=150 bash .gl/device-ab.sh "0.1b:q4_k_m 2.9b:q4_k_m" \
   "base=.gl/rwkvd c264r4w256=.gl/rwkvd,RWKVD_VK_MAX_ROW_GROUPS=264,RWKVD_VK_MV_ROWS=4,RWKVD_VK_MVQ_WG=256" 2
+# And 527fbca's F16 defaults on the smaller F16 models (session 24 A/B'd 2.9B only; the H200
+# results calls of sessions 20 and 24 differ by +3.7% / +6.9% for 0.1B / 1.5B F16, not one call):
+# the knobs give back the old defaults (4 words, one row) exactly.
+BENCH_QUICK=1 BENCH_REPEATS=2 BENCH_TIMEOUT=150 bash .gl/device-ab.sh "0.1b:f16 1.5b:f16" \
+  "old=.gl/rwkvd,RWKVD_VK_MVF_WORDS=4,RWKVD_VK_MVF_ROWS=1 new=.gl/rwkvd" 2
