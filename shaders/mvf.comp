@@ -42,7 +42,8 @@ void front_store(uint q, vec4 v, bool live) {
 // The input's vec4 i (from the row's element 0). A macro, not a function: unoptimised SPIR-V
 // keeps a function as a call with its arguments stored through memory, and NVIDIA's compiler
 // then made the plain products of 2.9B F16 ~10% slower (session 24,
-// bench/results/2026-11-27-s22/f16-regression/README.md).
+// bench/results/2026-11-27-s22/f16-regression/README.md). i stays unparenthesised below: the
+// plain variants' SPIR-V is then byte-identical to the one measured fast.
 #define X_IN(x4, i) s_x4[i]
 #else
 #define X_IN(x4, i) act4[x4 + i]
