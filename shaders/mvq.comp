@@ -38,6 +38,22 @@ shared float s_ks[256];
 
 #include "product.glsl"
 
+#if defined(MVQ_DIAG) && MVQ_DIAG <= 4
+uint diag_fold(Raw r) {
+#if defined(WTYPE_Q6_K)
+  uint f = r.sc ^ floatBitsToUint(r.d);
+  [[unroll]] for (uint j = 0; j < 8u; ++j) f ^= r.ql[j] ^ r.qh[j];
+  return f;
+#else
+  uvec4 f = r.q ^ r.hd;
+#if defined(WTYPE_Q5_K)
+  f ^= r.qh;
+#endif
+  return f.x ^ f.y ^ f.z ^ f.w;
+#endif
+}
+#endif
+
 #ifdef LN_PROLOGUE
 // A product of one decoded token with its shift in front (mvq_ln_*, a pipeline of its own;
 // shift_front.glsl): each workgroup makes the shift's int8 form of its input into shared memory
@@ -87,12 +103,44 @@ void main() {
           raw[u][r] = load_piece(s, min(o0 + r, N - 1u) * pc.row_bytes[s], p);
         }
       }
+#if defined(MVQ_DIAG) && MVQ_DIAG <= 4
+      // vk_kernel_bench's diagnostic builds ($RWKVD_VK_MVQ_DIAG), the same grid and loads with no
+      // arithmetic, every loaded word folded in (so no load is narrowed or dropped): a: the
+      // weights' loads alone; c: and the inputs' as the product makes them (two runs 32 bytes
+      // apart and two (d, s) pairs a piece); d: the same bytes laid out piece after piece (three
+      // 16-byte loads, neighbouring lanes reading neighbouring words). (e, below: no scale
+      // decoding.) What each part of the product costs, docs/PERFORMANCE.md session 25.
+      [[unroll]] for (uint u = 0; u < U; ++u) {
+        [[unroll]] for (uint r = 0; r < R; ++r) acc[r * TT] += float(diag_fold(raw[u][r]) & 255u);
+#if MVQ_DIAG >= 3
+        const uint p = min(p0 + u * gl_SubgroupSize, np - 1u);
+        [[unroll]] for (uint t = 0; t < TT; ++t) {
+          const uint qo = pc.x_off[s] + (t0 + t) * q_row, so = qo + K / 4u;
+#if MVQ_DIAG == 3
+          const uvec4 xa = actu4[(qo + run_a(p) / 4u) / 4u], xb = actu4[(qo + run_b(p) / 4u) / 4u];
+          const vec4 d = vec4(act2[(so + run_a(p) / 8u) / 2u], act2[(so + run_b(p) / 8u) / 2u]);
+#else
+          const uvec4 xa = actu4[qo / 4u + p], xb = actu4[qo / 4u + np + p];
+          const vec4 d = act4[so / 4u + p];
+#endif
+          const uvec4 f = xa ^ xb ^ floatBitsToUint(d);
+          acc[t] += float((f.x ^ f.y ^ f.z ^ f.w) & 255u);
+        }
+#endif
+      }
+#else
       [[unroll]] for (uint u = 0; u < U; ++u) {
         const uint p = p0 + u * gl_SubgroupSize;
         if (p >= np) break;
         uvec4 lo[4], hi[4];
         vec4 aff[4];
         [[unroll]] for (uint r = 0; r < R; ++r) piece_bytes(raw[u][r], p, lo[r], hi[r], aff[r]);
+#if defined(WTYPE_Q4_K) && MVQ_DIAG == 5
+        // e: no scale decoding (the header's bits as the affine map; wrong sums, same loads).
+        [[unroll]] for (uint r = 0; r < R; ++r) {
+          aff[r] = uintBitsToFloat((raw[u][r].hd & 0x007fffffu) | 0x3f800000u);
+        }
+#endif
         const uint ea = run_a(p), eb = run_b(p);
         [[unroll]] for (uint t = 0; t < TT; ++t) {
           if (t < nt) {
@@ -112,6 +160,7 @@ void main() {
           }
         }
       }
+#endif
     }
     [[unroll]] for (uint i = 0; i < R * TT; ++i) acc[i] = subgroupAdd(acc[i]);
     if (ks > 1u) {

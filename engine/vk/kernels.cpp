@@ -4,6 +4,7 @@
 #include <bit>
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -177,6 +178,10 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   if (const char* d = std::getenv("RWKVD_VK_WKV_DIAG");
       d != nullptr && (d == std::string("a") || d == std::string("b"))) {
     wkv_diag_ = d;
+  }
+  if (const char* d = std::getenv("RWKVD_VK_MVQ_DIAG");
+      d != nullptr && std::string("acde").find(d) != std::string::npos && std::strlen(d) == 1) {
+    mvq_diag_ = d;
   }
   // Long chunks (prefill): more tokens per pass of wkv's parallel phases and per block, each pass
   // a memory latency and barriers (H100, see docs/PERFORMANCE.md). $RWKVD_VK_WKV_LONG_* override.
@@ -384,7 +389,7 @@ uint32_t Kernels::mvf_rows(uint32_t by_shape) const {
 // mvq.comp stages nothing, so its workgroup is the one-token size for any number of tokens;
 // the variant that writes its output's int8 form takes 16 rows a workgroup (whole runs).
 Pipelines::Key Kernels::mvq_key(GgmlType type, uint32_t tt, bool qout) const {
-  return {"mvq_" + weight_type_suffix(type),
+  return {(mvq_diag_.empty() ? "mvq_" : "mvq_diag_" + mvq_diag_ + "_") + weight_type_suffix(type),
           {qout ? mvq_qout_wg(tt) : mvq_wg_, tt, mvq_rows(tt), mvq_pieces_, qout ? 1u : 0u}};
 }
 

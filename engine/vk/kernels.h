@@ -297,6 +297,8 @@ class Kernels {
   bool wkv_pipelined_ = true;  // $RWKVD_VK_WKV_PIPELINED=0: long chunks on wkv_sg.comp instead
   // $RWKVD_VK_WKV_DIAG (a or b): wkv_long.comp's diagnostic build without phase A or B in its loop.
   std::string wkv_diag_;
+  // $RWKVD_VK_MVQ_DIAG (a, c, d or e): mvq.comp's diagnostic builds (vk_kernel_bench only).
+  std::string mvq_diag_;
   // From wkv_long_t_ tokens: invocations per channel and tokens per block of the long variant.
   uint32_t wkv_long_t_ = 33, wkv_long_lanes_ = 16, wkv_long_block_ = 16;
   uint32_t dispatches_ = 0;
