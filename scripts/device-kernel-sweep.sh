@@ -5,7 +5,8 @@
 # "base= r128=RWKVD_VK_MC_ROWS=128"), the products that FILTER (a --benchmark_filter regex, e.g.
 # 'BM_Product/type:12/.*/T:512/') selects. Prints one line per product and variant (us, TFLOP/s)
 # and appends the raw lines to $OUT/kernel-sweep.log. A knob sweep costs seconds per variant, so
-# many fit one device call (session 8 swept nine mc.comp tile shapes in ~60 s).
+# many fit one device call (session 8 swept nine mc.comp tile shapes in ~60 s). `python3
+# .gl/sweep-table $OUT/kernel-sweep.log` prints one line per product with every variant's time.
 set -uo pipefail
 filter=${1:-'BM_Product/.*/T:512/'}
 variants=${2:-"base="}
