@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Session 26's first call: does the q8 form with runs at slots (q8-slots.patch, branch
+# experiment/s25-q8-slots: a Q4_K chunk's low-nibble runs, then its high ones', in each
+# 256-element block) make mvq.comp's input loads cheaper, kernels and end to end? Its outputs are
+# bit-identical to main's (lavapipe: rwkvd eval logits at chunks 1 and 3, shifts in front or not),
+# so the quality hashes must match.
+# Prepare (here): scripts/bench-device --tests --base main   (on the branch, or main with the
+#   patch applied: git apply bench/results/2026-11-28-s25/q8-slots/q8-slots.patch), then
+#   strip -o .gl/vk_kernel_bench-base build-base/build/bench/vk_kernel_bench (ninja -C
+#   build-base/build vk_kernel_bench first), mv .gl/fixtures /tmp (the carry limit), and
+#   cp -L /usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian .gl/lib/; cp this .gl/next.sh
+# Device run, carry [".gl"]: bash .gl/next.sh   (~3 minutes)
+set -uo pipefail
+source .gl/device-env.sh
+f='BM_Product/type:1[24]/K:(768|3072|2560|10240)/N:(768|3072|2560|10240|65536)/T:(1|8)/barrier:1/form:1'
+log=$OUT/kernel-sweep-slots.log
+for v in main slots main_c=RWKVD_VK_MVQ_DIAG=c slots_c=RWKVD_VK_MVQ_DIAG=c slots_d=RWKVD_VK_MVQ_DIAG=d; do
+  name=${v%%=*} envs=""; [[ $v == *=* ]] && envs=${v#*=}
+  bin=.gl/vk_kernel_bench; [[ $name == main* ]] && bin=.gl/vk_kernel_bench-base
+  echo "== $name" >>$log
+  (IFS=, && for kv in $envs; do [[ -n $kv ]] && export "${kv?}"; done
+   timeout 120 $bin --benchmark_filter="$f" 2>&1) | grep -E "^BM_" | sed -E 's/ +/ /g' >>$log
+done
+python3 .gl/sweep-table $log
+BENCH_QUICK=1 BENCH_REPEATS=2 BENCH_TIMEOUT=150 bash .gl/device-ab.sh "2.9b:q4_k_m 1.5b:q4_k_m 0.1b:q4_k_m" \
+  "main=.gl/rwkvd-base slots=.gl/rwkvd" 2
