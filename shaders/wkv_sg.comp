@@ -86,7 +86,14 @@ void lora_up(uint t0, uint nb, uint h) {
   vec4 w[LL > 0u ? LL : 1u];
   [[unroll]] for (uint i = 0; i < LL; ++i) {
     const uint f = part + PL * i;
+#ifdef WKV_DIAG_LORA
+    // Diagnostic build ($RWKVD_VK_WKV_DIAG=l, timing only, wrong results): phase L without its
+    // weights' loads, to price them in the forward, where they come from memory (in
+    // vk_kernel_bench they stay in the L2 between repeats).
+    w[i] = vec4(float(f < n_all) * 1e-30);
+#else
     w[i] = f < n_all ? lora_weight(f, lch, n) : vec4(0);
+#endif
   }
   for (uint s0 = 0; s0 < nb; s0 += HT) {
     const uint ns = min(HT, nb - s0);

@@ -176,7 +176,7 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   wkv_slices_ = std::bit_floor(std::min(env_u32("RWKVD_VK_WKV_SLICES", 0), kWkvMostSlices));
   wkv_pipelined_ = env_u32("RWKVD_VK_WKV_PIPELINED", 1) != 0;
   if (const char* d = std::getenv("RWKVD_VK_WKV_DIAG");
-      d != nullptr && (d == std::string("a") || d == std::string("b"))) {
+      d != nullptr && (d == std::string("a") || d == std::string("b") || d == std::string("l"))) {
     wkv_diag_ = d;
   }
   if (const char* d = std::getenv("RWKVD_VK_MVQ_DIAG");
@@ -697,7 +697,8 @@ Pipelines::Key Kernels::wkv_key(uint32_t head_size, uint32_t T, bool lora, uint3
       block -= 4;
     }
   }
-  return {"wkv_sg", {lanes * head_size, head_size, block, lanes, loads, staged, grouped ? 1u : 0u}};
+  return {lora && wkv_diag_ == "l" ? "wkv_sg_diag_l" : "wkv_sg",
+          {lanes * head_size, head_size, block, lanes, loads, staged, grouped ? 1u : 0u}};
 }
 
 // Twice phase B's invocations (the rest run phase A), and as many tokens a block (a multiple of
@@ -713,7 +714,7 @@ Pipelines::Key Kernels::wkv_long_key(uint32_t head_size) const {
   uint32_t block = wkv_long_block_;
   while (block > 4 && shared_bytes(block) > lim.maxComputeSharedMemorySize) block -= 4;
   if (shared_bytes(block) > lim.maxComputeSharedMemorySize) return {};
-  return {wkv_diag_.empty() ? "wkv_long" : "wkv_long_diag_" + wkv_diag_,
+  return {wkv_diag_ != "a" && wkv_diag_ != "b" ? "wkv_long" : "wkv_long_diag_" + wkv_diag_,
           {wg, head_size, block, sg}};
 }
 

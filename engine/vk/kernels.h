@@ -295,7 +295,8 @@ class Kernels {
   // $RWKVD_VK_FFN_SHIFT_IN_FRONT_MAX_K and _ATT_ override them.
   uint32_t ffn_front_most_k_ = 2048, att_front_most_k_ = 2048;
   bool wkv_pipelined_ = true;  // $RWKVD_VK_WKV_PIPELINED=0: long chunks on wkv_sg.comp instead
-  // $RWKVD_VK_WKV_DIAG (a or b): wkv_long.comp's diagnostic build without phase A or B in its loop.
+  // $RWKVD_VK_WKV_DIAG (a or b): wkv_long.comp's diagnostic build without phase A or B in its loop;
+  // l: wkv_sg.comp's with its LoRA up phase but not that phase's weight loads (timing only).
   std::string wkv_diag_;
   // $RWKVD_VK_MVQ_DIAG (a, c, d or e): mvq.comp's diagnostic builds (vk_kernel_bench only).
   std::string mvq_diag_;

@@ -24,3 +24,8 @@ done
 python3 .gl/sweep-table $log
 BENCH_QUICK=1 BENCH_REPEATS=2 BENCH_TIMEOUT=150 bash .gl/device-ab.sh "2.9b:q4_k_m 1.5b:q4_k_m 0.1b:q4_k_m" \
   "main=.gl/rwkvd-base slots=.gl/rwkvd" 2
+# And what wkv's LoRA up phase's weight loads cost in the forward (RWKVD_VK_WKV_DIAG=l: the phase
+# without them; wrong outputs, so only the timings count): 24% of 2.9B's profiled step is wkv, and
+# its phase-L lanes moved gen-1 by 17% (session 25's knob call).
+BENCH_QUICK=1 BENCH_REPEATS=2 BENCH_TIMEOUT=150 bash .gl/device-ab.sh "2.9b:q4_k_m 0.1b:q4_k_m" \
+  "main=.gl/rwkvd-base noloads=.gl/rwkvd-base,RWKVD_VK_WKV_DIAG=l" 1
