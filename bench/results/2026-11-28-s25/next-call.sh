@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# Session 26's first call: the two prepared patches, each bit-identical to main on lavapipe (so
-# the quality hashes must match), kernels and end to end, then what wkv's LoRA up loads cost.
+# Session 26's first call: the prepared patches, each the same integers and bits as main (so the
+# quality hashes must match), kernels and end to end, then what wkv's LoRA up loads cost.
 #  - q8-slots/q8-slots.patch: the int8 form's runs in the order a Q4_K block's pieces read them;
 #  - prefetch/prefetch.patch: decode prefetches the next steps' weights into the L2 beside the
 #    att shift and wkv ($RWKVD_VK_PREFETCH=0 turns it off, so one binary holds both steps; 2 also
-#    prefetches the ffn value's beside the ffn shift).
+#    prefetches the ffn value's beside the ffn shift);
+#  - uniform-chunk/uniform-chunk.patch: mc.comp / mcd.comp decode a chunk's scales with a branch
+#    again (their lanes share the chunk): its rows are gen-8, the field analysis and prefill
+#    (5-16 tokens and long chunks run on them; the q8 slots only touch 1-4 tokens).
 # Prepare (here, ~10 minutes):
 #   git checkout -b s26-try main && git apply bench/results/2026-11-28-s25/q8-slots/q8-slots.patch \
-#     && git apply bench/results/2026-11-28-s25/prefetch/prefetch.patch && git commit -qam try
+#     && git apply bench/results/2026-11-28-s25/prefetch/prefetch.patch \
+#     && git apply bench/results/2026-11-28-s25/uniform-chunk/uniform-chunk.patch && git add -A && git commit -qm try
 #   scripts/bench-device --tests --base main
 #   ninja -C build-base/build vk_kernel_bench && strip -o .gl/vk_kernel_bench-base build-base/build/bench/vk_kernel_bench
 #   mv .gl/fixtures /tmp/gl-fixtures; rm -f .gl/vk_tests   (the 64 MiB carry limit)
@@ -23,6 +27,13 @@ for v in main slots main_c=RWKVD_VK_MVQ_DIAG=c slots_c=RWKVD_VK_MVQ_DIAG=c slots
   echo "== $name" >>$log
   (IFS=, && for kv in $envs; do [[ -n $kv ]] && export "${kv?}"; done
    timeout 120 $bin --benchmark_filter="$f" 2>&1) | grep -E "^BM_" | sed -E 's/ +/ /g' >>$log
+done
+# The tensor-core products (mcd.comp at 8 tokens, mc.comp at 512), main against the patches.
+f2='BM_Product/type:1[24]/K:(2560|10240)/N:(2560|10240)/T:(8|512)/barrier:1/form:2'
+for v in main try; do
+  bin=.gl/vk_kernel_bench; [[ $v == main ]] && bin=.gl/vk_kernel_bench-base
+  echo "== $v" >>$log
+  timeout 120 $bin --benchmark_filter="$f2" 2>&1 | grep -E "^BM_" | sed -E 's/ +/ /g' >>$log
 done
 python3 .gl/sweep-table $log
 BENCH_QUICK=1 BENCH_REPEATS=2 BENCH_TIMEOUT=150 bash .gl/device-ab.sh "2.9b:q4_k_m 1.5b:q4_k_m 0.1b:q4_k_m" \
