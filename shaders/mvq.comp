@@ -38,6 +38,15 @@ shared float s_ks[256];
 
 #include "product.glsl"
 
+#if MVQ_DIAG == 6
+#if defined(WTYPE_Q6_K)
+const uint kDiagBlock = 210u;  // bytes a block (8 pieces)
+#elif defined(WTYPE_Q5_K)
+const uint kDiagBlock = 176u;
+#else
+const uint kDiagBlock = 144u;
+#endif
+#endif
 #if defined(MVQ_DIAG) && MVQ_DIAG <= 4
 uint diag_fold(Raw r) {
 #if defined(WTYPE_Q6_K)
@@ -96,6 +105,22 @@ void main() {
     for (uint p0 = part * U * gl_SubgroupSize + lane; p0 < np; p0 += ks * U * gl_SubgroupSize) {
       // Rows past N load the last row again, pieces past the row its last piece (valid memory);
       // their sums are never stored or are skipped.
+#if MVQ_DIAG == 6
+      // q: the bytes of the subgroup's pieces (whole blocks) read as consecutive words, a lane
+      // after another: what the same bytes cost with the most regular loads (Q6_K's 210-byte
+      // blocks are only 2-byte aligned, so its pieces are read word by word, 20 loads a piece).
+      uint fold = 0u;
+      [[unroll]] for (uint u = 0; u < U; ++u) {
+        const uint pa = min(p0 - lane + u * gl_SubgroupSize, np - 1u) & ~7u;  // (uniform)
+        const uint pb = min(pa + gl_SubgroupSize, np);
+        [[unroll]] for (uint r = 0; r < R; ++r) {
+          const uint rb = min(o0 + r, N - 1u) * pc.row_bytes[s];
+          const uint w0 = (rb + (pa >> 3) * kDiagBlock) / 4u, w1 = (rb + (pb >> 3) * kDiagBlock) / 4u;
+          for (uint w = w0 + lane; w < w1; w += gl_SubgroupSize) fold ^= wb[s].w[w];
+        }
+      }
+      acc[0] += float(fold & 255u);
+#else
       Raw raw[U][4];
       [[unroll]] for (uint u = 0; u < U; ++u) {
         const uint p = min(p0 + u * gl_SubgroupSize, np - 1u);
@@ -103,7 +128,9 @@ void main() {
           raw[u][r] = load_piece(s, min(o0 + r, N - 1u) * pc.row_bytes[s], p);
         }
       }
-#if defined(MVQ_DIAG) && MVQ_DIAG <= 4
+#endif
+#if MVQ_DIAG == 6
+#elif defined(MVQ_DIAG) && MVQ_DIAG <= 4
       // vk_kernel_bench's diagnostic builds ($RWKVD_VK_MVQ_DIAG), the same grid and loads with no
       // arithmetic, every loaded word folded in (so no load is narrowed or dropped): a: the
       // weights' loads alone; c: and the inputs' as the product makes them (two runs 32 bytes

@@ -180,7 +180,7 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
     wkv_diag_ = d;
   }
   if (const char* d = std::getenv("RWKVD_VK_MVQ_DIAG");
-      d != nullptr && std::string("acde").find(d) != std::string::npos && std::strlen(d) == 1) {
+      d != nullptr && std::string("acdeq").find(d) != std::string::npos && std::strlen(d) == 1) {
     mvq_diag_ = d;
   }
   // Long chunks (prefill): more tokens per pass of wkv's parallel phases and per block, each pass

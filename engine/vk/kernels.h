@@ -298,7 +298,7 @@ class Kernels {
   // $RWKVD_VK_WKV_DIAG (a or b): wkv_long.comp's diagnostic build without phase A or B in its loop;
   // l: wkv_sg.comp's with its LoRA up phase but not that phase's weight loads (timing only).
   std::string wkv_diag_;
-  // $RWKVD_VK_MVQ_DIAG (a, c, d or e): mvq.comp's diagnostic builds (vk_kernel_bench only).
+  // $RWKVD_VK_MVQ_DIAG (a, c, d, e or q): mvq.comp's diagnostic builds (vk_kernel_bench only).
   std::string mvq_diag_;
   // From wkv_long_t_ tokens: invocations per channel and tokens per block of the long variant.
   uint32_t wkv_long_t_ = 33, wkv_long_lanes_ = 16, wkv_long_block_ = 16;

@@ -21,7 +21,10 @@ set -uo pipefail
 source .gl/device-env.sh
 f='BM_Product/type:1[24]/K:(768|3072|2560|10240)/N:(768|3072|2560|10240|65536)/T:(1|8)/barrier:1/form:1'
 log=$OUT/kernel-sweep-slots.log
-for v in main slots main_c=RWKVD_VK_MVQ_DIAG=c slots_c=RWKVD_VK_MVQ_DIAG=c slots_d=RWKVD_VK_MVQ_DIAG=d; do
+# (main_q: the rows' bytes as consecutive words, against main_a, the pieces' loads: what a
+# regular load scheme would give Q6_K, whose 2-byte-aligned blocks take 20 word loads a piece.)
+for v in main slots main_c=RWKVD_VK_MVQ_DIAG=c slots_c=RWKVD_VK_MVQ_DIAG=c slots_d=RWKVD_VK_MVQ_DIAG=d \
+  main_a=RWKVD_VK_MVQ_DIAG=a main_q=RWKVD_VK_MVQ_DIAG=q; do
   name=${v%%=*} envs=""; [[ $v == *=* ]] && envs=${v#*=}
   bin=.gl/vk_kernel_bench; [[ $name == main* ]] && bin=.gl/vk_kernel_bench-base
   echo "== $name" >>$log
