@@ -38,29 +38,8 @@ shared float s_ks[256];
 
 #include "product.glsl"
 
-#if MVQ_DIAG == 6
-#if defined(WTYPE_Q6_K)
-const uint kDiagBlock = 210u;  // bytes a block (8 pieces)
-#elif defined(WTYPE_Q5_K)
-const uint kDiagBlock = 176u;
-#else
-const uint kDiagBlock = 144u;
-#endif
-#endif
-#if defined(MVQ_DIAG) && MVQ_DIAG <= 4
-uint diag_fold(Raw r) {
-#if defined(WTYPE_Q6_K)
-  uint f = r.sc ^ floatBitsToUint(r.d);
-  [[unroll]] for (uint j = 0; j < 8u; ++j) f ^= r.ql[j] ^ r.qh[j];
-  return f;
-#else
-  uvec4 f = r.q ^ r.hd;
-#if defined(WTYPE_Q5_K)
-  f ^= r.qh;
-#endif
-  return f.x ^ f.y ^ f.z ^ f.w;
-#endif
-}
+#ifdef MVQ_DIAG
+#include "mvq_diag.glsl"
 #endif
 
 #ifdef LN_PROLOGUE
@@ -105,21 +84,8 @@ void main() {
     for (uint p0 = part * U * gl_SubgroupSize + lane; p0 < np; p0 += ks * U * gl_SubgroupSize) {
       // Rows past N load the last row again, pieces past the row its last piece (valid memory);
       // their sums are never stored or are skipped.
-#if MVQ_DIAG == 6
-      // q: the bytes of the subgroup's pieces (whole blocks) read as consecutive words, a lane
-      // after another: what the same bytes cost with the most regular loads (Q6_K's 210-byte
-      // blocks are only 2-byte aligned, so its pieces are read word by word, 20 loads a piece).
-      uint fold = 0u;
-      [[unroll]] for (uint u = 0; u < U; ++u) {
-        const uint pa = min(p0 - lane + u * gl_SubgroupSize, np - 1u) & ~7u;  // (uniform)
-        const uint pb = min(pa + gl_SubgroupSize, np);
-        [[unroll]] for (uint r = 0; r < R; ++r) {
-          const uint rb = min(o0 + r, N - 1u) * pc.row_bytes[s];
-          const uint w0 = (rb + (pa >> 3) * kDiagBlock) / 4u, w1 = (rb + (pb >> 3) * kDiagBlock) / 4u;
-          for (uint w = w0 + lane; w < w1; w += gl_SubgroupSize) fold ^= wb[s].w[w];
-        }
-      }
-      acc[0] += float(fold & 255u);
+#if defined(MVQ_DIAG) && MVQ_DIAG != 5
+      diag_step(s, p0, lane, o0, N, np, K, q_row, t0, acc);  // (mvq_diag.glsl)
 #else
       Raw raw[U][4];
       [[unroll]] for (uint u = 0; u < U; ++u) {
@@ -128,34 +94,6 @@ void main() {
           raw[u][r] = load_piece(s, min(o0 + r, N - 1u) * pc.row_bytes[s], p);
         }
       }
-#endif
-#if MVQ_DIAG == 6
-#elif defined(MVQ_DIAG) && MVQ_DIAG <= 4
-      // vk_kernel_bench's diagnostic builds ($RWKVD_VK_MVQ_DIAG), the same grid and loads with no
-      // arithmetic, every loaded word folded in (so no load is narrowed or dropped): a: the
-      // weights' loads alone; c: and the inputs' as the product makes them (two runs 32 bytes
-      // apart and two (d, s) pairs a piece); d: the same bytes laid out piece after piece (three
-      // 16-byte loads, neighbouring lanes reading neighbouring words). (e, below: no scale
-      // decoding.) What each part of the product costs, docs/PERFORMANCE.md session 25.
-      [[unroll]] for (uint u = 0; u < U; ++u) {
-        [[unroll]] for (uint r = 0; r < R; ++r) acc[r * TT] += float(diag_fold(raw[u][r]) & 255u);
-#if MVQ_DIAG >= 3
-        const uint p = min(p0 + u * gl_SubgroupSize, np - 1u);
-        [[unroll]] for (uint t = 0; t < TT; ++t) {
-          const uint qo = pc.x_off[s] + (t0 + t) * q_row, so = qo + K / 4u;
-#if MVQ_DIAG == 3
-          const uvec4 xa = actu4[(qo + run_a(p) / 4u) / 4u], xb = actu4[(qo + run_b(p) / 4u) / 4u];
-          const vec4 d = vec4(act2[(so + run_a(p) / 8u) / 2u], act2[(so + run_b(p) / 8u) / 2u]);
-#else
-          const uvec4 xa = actu4[qo / 4u + p], xb = actu4[qo / 4u + np + p];
-          const vec4 d = act4[so / 4u + p];
-#endif
-          const uvec4 f = xa ^ xb ^ floatBitsToUint(d);
-          acc[t] += float((f.x ^ f.y ^ f.z ^ f.w) & 255u);
-        }
-#endif
-      }
-#else
       [[unroll]] for (uint u = 0; u < U; ++u) {
         const uint p = p0 + u * gl_SubgroupSize;
         if (p >= np) break;
