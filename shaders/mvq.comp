@@ -38,6 +38,18 @@ shared float s_ks[256];
 
 #include "product.glsl"
 
+// A step's weight loads, U pieces a lane of the subgroup's R rows, into Raw raw[U][4]. A macro,
+// for the product and its diagnostic builds alike: as a function the product's SPIR-V would keep
+// a call, which NVIDIA compiles slower (docs/VULKAN.md).
+#define MVQ_LOAD_STEP(raw)                                                 \
+  Raw raw[U][4];                                                           \
+  [[unroll]] for (uint u = 0; u < U; ++u) {                                \
+    const uint p = min(p0 + u * gl_SubgroupSize, np - 1u);                 \
+    [[unroll]] for (uint r = 0; r < R; ++r) {                              \
+      raw[u][r] = load_piece(s, min(o0 + r, N - 1u) * pc.row_bytes[s], p); \
+    }                                                                      \
+  }
+
 #ifdef MVQ_DIAG
 #include "mvq_diag.glsl"
 #endif
@@ -87,13 +99,7 @@ void main() {
 #if defined(MVQ_DIAG) && MVQ_DIAG != 5
       diag_step(s, p0, lane, o0, N, np, K, q_row, t0, acc);  // (mvq_diag.glsl)
 #else
-      Raw raw[U][4];
-      [[unroll]] for (uint u = 0; u < U; ++u) {
-        const uint p = min(p0 + u * gl_SubgroupSize, np - 1u);
-        [[unroll]] for (uint r = 0; r < R; ++r) {
-          raw[u][r] = load_piece(s, min(o0 + r, N - 1u) * pc.row_bytes[s], p);
-        }
-      }
+      MVQ_LOAD_STEP(raw);
       [[unroll]] for (uint u = 0; u < U; ++u) {
         const uint p = p0 + u * gl_SubgroupSize;
         if (p >= np) break;

@@ -10,7 +10,7 @@
 //          after another: the most regular loads of the same bytes (Q6_K's 210-byte blocks are
 //          only 2-byte aligned, so its pieces are read word by word, 20 loads a piece);
 //   5 (e): the whole product without decoding the sub-blocks' scales (in mvq.comp itself).
-// Include after the specialization constants, product.glsl and piece.glsl.
+// Include after the specialization constants, product.glsl, piece.glsl and MVQ_LOAD_STEP.
 
 #if defined(WTYPE_Q6_K)
 const uint kDiagBlock = 210u;  // bytes a block (8 pieces)
@@ -50,13 +50,7 @@ void diag_step(uint s, uint p0, uint lane, uint o0, uint N, uint np, uint K, uin
   }
   acc[0] += float(fold & 255u);
 #else
-  Raw raw[U][4];
-  [[unroll]] for (uint u = 0; u < U; ++u) {
-    const uint p = min(p0 + u * gl_SubgroupSize, np - 1u);
-    [[unroll]] for (uint r = 0; r < R; ++r) {
-      raw[u][r] = load_piece(s, min(o0 + r, N - 1u) * pc.row_bytes[s], p);
-    }
-  }
+  MVQ_LOAD_STEP(raw);  // (mvq.comp)
   [[unroll]] for (uint u = 0; u < U; ++u) {
     [[unroll]] for (uint r = 0; r < R; ++r) acc[r * TT] += float(diag_fold(raw[u][r]) & 255u);
 #if MVQ_DIAG >= 3
