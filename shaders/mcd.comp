@@ -31,6 +31,7 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #include "common.glsl"
 #include "quant.glsl"
+#define PIECE_UNIFORM_CHUNK  // (piece.glsl: every lane of a subgroup decodes the same chunk)
 #include "piece.glsl"
 
 layout(local_size_x_id = 0) in;  // S subgroups of 32, S <= kMaxSubgroups

@@ -33,6 +33,14 @@ uvec2 kscale_pair(uvec4 hd, uint c) {
                (((up ? hd.w >> 4 : hd.z) >> i) & mask) | ((hd.z >> (i + 2u)) & top));
 }
 
+#ifdef PIECE_UNIFORM_CHUNK
+// kscale_pair() for c < 2: the low 6 bits of y's and z's bytes 2c and 2c + 1.
+uvec2 hd_y_z_low(uvec4 hd, uint c) {
+  const uint i = 16u * c;
+  return uvec2((hd.y >> i) & 0x3f3fu, (hd.z >> i) & 0x3f3fu);
+}
+#endif
+
 // The piece's bytes as loaded: the block header (d, dmin, scales), its 16 nibble bytes and, for
 // Q5_K, the 16 bytes of fifth bits.
 struct Raw {
@@ -61,7 +69,19 @@ Raw load_piece(uint s, uint rb, uint p) {
 void piece_bytes(Raw r, uint p, out uvec4 lo, out uvec4 hi, out vec4 aff) {
   const vec2 dm = unpackHalf2x16(r.hd.x);
   const uint c = (p >> 1) & 3u;
+#ifdef PIECE_UNIFORM_CHUNK
+  // mcd.comp's lanes decode the same chunk (rows apart): a branch on it costs them one side only
+  // (H200, 8 tokens: Q4_K 2560 -> 10240 23.2 -> 21.9 us, 2560 -> 2560 11.2 -> 10.4). mc.comp
+  // keeps the branch-free form: with the branch its long chunks lost ~1-2% (session 26).
+  uvec2 sm;
+  if (c < 2u) {
+    sm = hd_y_z_low(r.hd, c);
+  } else {
+    sm = kscale_pair(r.hd, c);
+  }
+#else
   const uvec2 sm = kscale_pair(r.hd, c);
+#endif
   aff = vec4(dm.x * float(sm.x & 255u), -dm.y * float(sm.y & 255u), dm.x * float(sm.x >> 8),
              -dm.y * float(sm.y >> 8));
   lo = r.q & 0x0f0f0f0fu;
