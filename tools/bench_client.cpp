@@ -501,6 +501,7 @@ void run_client_bench(const BenchOptions& o, BenchReport& report) {
     return (dir / ("worker-" + std::to_string(n_workers++) + ".log")).string();
   };
 
+  bench::phase("client: worker start");
   // 1. A fresh worker process per repeat: start -> ready (listening) -> first generated token.
   std::unique_ptr<WorkerProcess> worker;
   for (int r = 0; r < R; ++r) {
@@ -521,6 +522,7 @@ void run_client_bench(const BenchOptions& o, BenchReport& report) {
     report.add("load.process_first_token_ms", "ms", first_ms);
   }
 
+  bench::phase("client: document state");
   // 2. Document -> state in this process, through the ring and inline.
   uint64_t state_floats = 0, n_vocab = 0, n_embd = 0;
   nlohmann::json client_ctx;
@@ -580,6 +582,7 @@ void run_client_bench(const BenchOptions& o, BenchReport& report) {
       report.add("embed.email_client_ms", "ms", ms_since(t0));
     }
 
+    bench::phase("client: field analysis");
     // 3. Field analysis from the document's state: 6 clients at once.
     // The worker's generation steps of each way (sequences per engine run: runs), to see why
     // one takes longer than the other.
@@ -685,6 +688,7 @@ void run_client_bench(const BenchOptions& o, BenchReport& report) {
     }
   }  // no ZeroMQ context left in this process: the embed phase forks
 
+  bench::phase("client: embedding throughput");
   // 4. Embedding throughput from 8 processes, coalescing on (this worker), then off.
   std::vector<std::vector<int32_t>> docs;
   for (size_t d = 0; d < sizes.n_docs; ++d) {

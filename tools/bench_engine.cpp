@@ -64,6 +64,7 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
   bo.max_chunk = 1024;
   bo.n_threads = o.threads;
 
+  bench::phase("engine: load");
   // Load: a fresh backend per repeat on the process's one GPU device, made first (as llama.cpp's
   // load figure keeps its Vulkan backend's device); the page cache is warm after the first.
   const auto device_t0 = Clock::now();
@@ -107,6 +108,7 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
                                      {"n_vocab", hp.n_vocab},
                                      {"n_ffn", hp.n_ffn}});
 
+  bench::phase("engine: tokenize");
   // Tokenize the document.
   auto model = engine::Rwkv7Model::load(o.model);
   auto tok = engine::WorldTokenizer::from_gguf(model->file());
@@ -123,6 +125,7 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
 
   for (size_t n : prefill_sizes) {
     const auto toks = pseudo_tokens(n, hp.n_vocab, n);
+    bench::phase("engine: prefill " + std::to_string(n));
     for (int r = 0; r < R; ++r) {
       b->reset_state(0);
       const engine::SequenceInput in{0, toks, engine::OutputMode::kLastLogits};
@@ -135,6 +138,7 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
   for (uint32_t bs : gen_batches) {
     std::vector<uint32_t> slots(bs);
     std::iota(slots.begin(), slots.end(), 0u);
+    bench::phase("engine: generate, batch of " + std::to_string(bs));
     for (int r = 0; r < R; ++r) {
       for (uint32_t s : slots) b->reset_state(s);
       auto next = pseudo_tokens(bs, hp.n_vocab, 7 + r);
@@ -144,6 +148,7 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
                  static_cast<double>(bs) * gen_steps / (ms_since(t0) / 1000));
     }
   }
+  bench::phase("engine: generate, logits to the host");
   for (int r = 0; r < R; ++r) {  // one sequence, its logits row to the host every step
     b->reset_state(0);
     auto next = pseudo_tokens(1, hp.n_vocab, 7 + r);
@@ -152,6 +157,7 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
     report.add("gen.b1_logits.tok_s", "tok/s", gen_steps / (ms_since(t0) / 1000));
   }
 
+  bench::phase("engine: document state");
   // Document -> state in host memory (the engine part of the client's doc-state figure).
   std::vector<float> state(hp.state_floats());
   for (int r = 0; r < R; ++r) {
@@ -163,6 +169,7 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
     report.add("doc_state.engine_ms", "ms", ms_since(t0));
   }
   report.set_context("state_floats", state.size());
+  bench::phase("engine: state transfers");
   // A state slot to and from host memory alone (the session reads and writes of the client's
   // figures: a document's state in a reply, a session opened from a state).
   for (int r = 0; r < R; ++r) {
@@ -173,6 +180,7 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
     b->write_state(1, state);
     report.add("state.write_ms", "ms", ms_since(t0));
   }
+  bench::phase("engine: documents of new lengths");
   // The same for documents of lengths the engine has not run before (the email less 1, 2, ..
   // tokens): each forward's shape is new, so its commands are recorded first, as for most
   // documents a worker sees.
@@ -187,6 +195,7 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
     report.add("doc_state.new_length_engine_ms", "ms", ms_since(t0));
   }
 
+  bench::phase("engine: embed");
   // Document -> its last-token embedding (llama.cpp's "embed" anchor).
   for (int r = 0; r < R; ++r) {
     b->reset_state(0);
@@ -196,6 +205,7 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
     report.add("embed.email_engine_ms", "ms", ms_since(t0));
   }
 
+  bench::phase("engine: field analysis");
   // Field analysis: six forks of the document state, all batched. Each is fed its prompt and
   // generates 8 greedy tokens, then the 8th and a "\n" closing the answer run in embedding mode:
   // the same engine work as the worker does for the client-level figure (a generate with
@@ -237,6 +247,7 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
     report.set_context("field_tokens", gen);  // the client part checks the worker's against them
   }
 
+  bench::phase("engine: embedding throughput");
   // Embedding throughput at the engine: documents one per run vs coalesced 32 per run.
   std::vector<std::vector<int32_t>> docs;
   for (size_t d = 0; d < n_docs; ++d) docs.push_back(pseudo_tokens(doc_len, hp.n_vocab, 99 + d));
@@ -257,6 +268,7 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
     }
   }
 
+  bench::phase("engine: quality hash");
   // Quality hash: FNV-1a over 64 greedy tokens after the document; catches silent numeric
   // changes between runs and commits.
   b->reset_state(0);

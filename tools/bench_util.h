@@ -2,6 +2,7 @@
 // Small helpers shared by the engine-level and client-level parts of `rwkvd bench`.
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -29,6 +30,13 @@ using Clock = std::chrono::steady_clock;
 
 inline double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// A stderr line as each part of the benchmark starts, with the seconds since the first: a long
+// run's log shows where it is, and one cut short where it stopped.
+inline void phase(const std::string& what) {
+  static const Clock::time_point t0 = Clock::now();
+  std::fprintf(stderr, "bench: %7.1f s  %s\n", ms_since(t0) / 1000.0, what.c_str());
 }
 
 inline std::string read_file(const std::string& path) {
