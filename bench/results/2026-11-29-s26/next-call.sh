@@ -4,7 +4,8 @@
 # kernel) ran the full `rwkvd bench` of 2.9B Q4_K_M past device-run.sh's 400 s with no output
 # (call7/), where every engine-only quick A/B of it had finished (call5/, call6/). This runs the
 # full bench's two parts apart, for main and the branch, with timeouts, and keeps the workers'
-# logs of a part that does not finish.
+# logs of a part that does not finish (the bench prints a line as each part starts, 7cb6f4d;
+# the branch is rebased on it).
 # Prepare (here): git checkout experiment/s26-q6k-rows && scripts/bench-device --base main
 #   (then git checkout main); cp this .gl/next.sh
 # Device run, carry [".gl"]: bash .gl/next.sh   (~4 minutes if nothing stalls)
