@@ -24,6 +24,7 @@
 #include "engine/vk/buffer.h"
 #include "engine/vk/commands.h"
 #include "engine/vk/device.h"
+#include "engine/vk/device_layout.h"
 #include "engine/vk/kernels.h"
 #include "engine/vk/pipelines.h"
 #include "engine/vk/vk_check.h"
@@ -85,7 +86,7 @@ struct Product {
   Product(GgmlType weight_type, uint32_t K, uint32_t N, uint32_t tokens, int form = 0)
       : type(weight_type), T(tokens) {
     Gpu& g = gpu();
-    const uint32_t rb = static_cast<uint32_t>(*ggml_row_bytes(weight_type, K));
+    const uint32_t rb = static_cast<uint32_t>(device_row_bytes(weight_type, K));
     bytes = uint64_t{rb} * N;
     const uint64_t stride = (bytes + 64 + 255) / 256 * 256;
     const auto copies = static_cast<uint32_t>(std::clamp<uint64_t>(kColdBytes / stride, 1, kChain));

@@ -7,8 +7,9 @@
 //   4 (d): those input bytes laid out piece after piece (three 16-byte loads, neighbouring lanes
 //          reading neighbouring words);
 //   6 (q): the bytes of the subgroup's pieces (whole blocks) read as consecutive words, a lane
-//          after another: the most regular loads of the same bytes (Q6_K's 210-byte blocks are
-//          only 2-byte aligned, so its pieces are read word by word, 20 loads a piece);
+//          after another: the most regular loads of the same bytes (Q6_K's 210-byte blocks were
+//          only 2-byte aligned, and its pieces read word by word, 20 loads a piece, until its
+//          rows took their device form: 8 blocks still take 8 x 210 bytes);
 //   5 (e): the whole product without decoding the sub-blocks' scales (in mvq.comp itself).
 // Include after the specialization constants, product.glsl, piece.glsl and MVQ_LOAD_STEP.
 
@@ -23,8 +24,8 @@ const uint kDiagBlock = 144u;
 uint diag_fold(Raw r) {
 #if defined(WTYPE_Q6_K)
   uint f = r.sc ^ floatBitsToUint(r.d);
-  [[unroll]] for (uint j = 0; j < 8u; ++j) f ^= r.ql[j] ^ r.qh[j];
-  return f;
+  const uvec4 g = r.ql[0] ^ r.ql[1] ^ r.qh[0] ^ r.qh[1];
+  return f ^ g.x ^ g.y ^ g.z ^ g.w;
 #else
   uvec4 f = r.q ^ r.hd;
 #if defined(WTYPE_Q5_K)

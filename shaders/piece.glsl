@@ -111,31 +111,31 @@ uint xs_slot(uint e) { return e + ((e >> 5) << 2); }
 
 #if defined(WTYPE_Q6_K)
 #define PIECE_AFFINE 1
-// {u8 ql[128]; u8 qh[64]; int8 scales[16]; f16 d}, 210 bytes (blocks only 2-byte aligned).
+// {u8 ql[128]; u8 qh[64]; int8 scales[16]; f16 d}, 210 bytes, laid out on the device in groups
+// of 8 blocks with their d apart (quant.glsl's q6_block()), so that every field is read with
+// aligned words: 4 16-byte loads and 2 words a piece (the file's 2-byte aligned blocks took 20
+// word loads; H200, Q6_K 2560 -> 65536 at one token: its loads alone 75 of the product's 92 us).
 // Piece p = 8b + 4h + k is elements 128h + 32k + i (i < 32) of block b: low 4 bits in
 // ql[64h + 32(k & 1) + i] (nibble k >> 1), top 2 bits at bit 2k of qh[32h + i]; value
 // d * scales[16-element run] * (q - 32), so aff = (d * scale A, 0, d * scale B, 0).
 struct Raw {
-  uint ql[8], qh[8];
+  uvec4 ql[2], qh[2];
   uint sc;  // scales of runs A and B in its two low bytes
   float d;
 };
 
-// The 8 words at byte b (2-byte aligned) of weight binding s.
-void load8(uint s, uint b, out uint v[8]) {
-  const uint i = b >> 2, sh = (b & 2u) * 8u;
-  uint w[9];
-  [[unroll]] for (uint j = 0; j < 9u; ++j) w[j] = wb[s].w[i + j];
-  [[unroll]] for (uint j = 0; j < 8u; ++j) v[j] = sh == 0u ? w[j] : (w[j] >> 16) | (w[j + 1u] << 16);
-}
-
 Raw load_piece(uint s, uint rb, uint p) {
-  const uint bb = rb + (p >> 3) * 210u, h = (p >> 2) & 1u, k = p & 3u;
+  const uint b = p >> 3, h = (p >> 2) & 1u, k = p & 3u, bb = q6_block(rb, b) >> 4;
   Raw r;
-  load8(s, bb + 64u * h + 32u * (k & 1u), r.ql);
-  load8(s, bb + 128u + 32u * h, r.qh);
-  r.sc = rd32(s, bb + 192u + 8u * h + 2u * k);
-  r.d = rdf16(s, bb + 208u);
+  const uint l = bb + 4u * h + 2u * (k & 1u), q = bb + 8u + 2u * h;
+  r.ql[0] = wb4[s].w[l];
+  r.ql[1] = wb4[s].w[l + 1u];
+  r.qh[0] = wb4[s].w[q];
+  r.qh[1] = wb4[s].w[q + 1u];
+  // Scales 8h + 2k and 8h + 2k + 1: half (k & 1) of word 2h + (k >> 1) of the scales' 16 bytes.
+  r.sc = wb[s].w[4u * bb + 48u + 2u * h + (k >> 1)] >> (16u * (k & 1u));
+  const uint db = q6_d_byte(rb, b);
+  r.d = unpackHalf2x16(wb[s].w[db >> 2] >> (8u * (db & 2u))).x;
   return r;
 }
 
@@ -143,7 +143,8 @@ Raw load_piece(uint s, uint rb, uint p) {
 void q6_values(Raw r, uint p, out uint v[8]) {
   const uint sh = ((p & 3u) >> 1) * 4u, qs = 2u * (p & 3u);
   [[unroll]] for (uint j = 0; j < 8u; ++j) {
-    v[j] = ((r.ql[j] >> sh) & 0x0f0f0f0fu) | (((r.qh[j] >> qs) & 0x03030303u) << 4);
+    const uint ql = r.ql[j >> 2][j & 3u], qh = r.qh[j >> 2][j & 3u];
+    v[j] = ((ql >> sh) & 0x0f0f0f0fu) | (((qh >> qs) & 0x03030303u) << 4);
   }
 }
 

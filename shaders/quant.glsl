@@ -140,10 +140,15 @@ void decode8(uint s, uint rb, uint p, out float v[8]) {
 // {u8 ql[128]; u8 qh[64]; int8 scales[16]; f16 d} (210 bytes, 256 elements). In half h,
 // quarter c, lane l: low 4 bits from ql[64h + 32(c&1) + l] (nibble c>>1), high 2 bits from
 // qh[32h + l] bits 2c..2c+1, scale scales[8h + 2c + l/16]; value d*scale*(q-32).
+// On the device (engine/vk/device_layout.h) a row is groups of up to 8 blocks: their 8 d in one
+// 16-byte word, then each block's first 208 bytes; q6_block() is where block b's ql starts (a
+// multiple of 16 from the row), q6_d_byte() where its d is.
+uint q6_block(uint rb, uint b) { return rb + (b >> 3) * 1680u + 16u + (b & 7u) * 208u; }
+uint q6_d_byte(uint rb, uint b) { return rb + (b >> 3) * 1680u + 2u * (b & 7u); }
 void decode8(uint s, uint rb, uint p, out float v[8]) {
-  const uint bb = rb + (p >> 5) * 210u;
+  const uint bb = q6_block(rb, p >> 5);
   const uint e0 = (p & 31u) * 8u, h = e0 >> 7, c = (e0 >> 5) & 3u, l0 = e0 & 31u;
-  const float d = rdf16(s, bb + 208u);
+  const float d = rdf16(s, q6_d_byte(rb, p >> 5));
   const float sc = float(bitfieldExtract(int(rd8(s, bb + 192u + 8u * h + 2u * c + l0 / 16u)), 0, 8));
   const uvec2 ql = rd64(s, bb + 64u * h + 32u * (c & 1u) + l0);
   const uvec2 qh = rd64(s, bb + 128u + 32u * h + l0);

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "engine/error.h"
+#include "engine/vk/device_layout.h"
 #include "engine/vk/vk_check.h"
 
 namespace rwkvd::engine::vk {
@@ -26,8 +27,9 @@ bool has_value_residual(size_t layer) {
   return layer > 0;
 }
 
+// A row's bytes on the device (device_layout.h: Q6_K rows differ from the file's).
 uint32_t row_bytes(const GgufTensor* t) {
-  return static_cast<uint32_t>(*ggml_row_bytes(t->type, static_cast<uint64_t>(t->ne[0])));
+  return static_cast<uint32_t>(device_row_bytes(t->type, static_cast<uint64_t>(t->ne[0])));
 }
 
 // q8: act offset of x's int8 form, for the products that read it (Kernels::reads_q8).

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 
 #include "engine/error.h"
 #include "engine/quant/dequant.h"
 #include "engine/vk/commands.h"
+#include "engine/vk/device_layout.h"
 #include "engine/vk/vk_check.h"
 
 namespace rwkvd::engine::vk {
@@ -108,6 +110,20 @@ void Uploader::copy(std::byte* to, const std::byte* from, size_t n) {
   });
 }
 
+void Uploader::rewrite(GgmlType type, uint64_t K, const std::byte* from, std::byte* to,
+                       uint64_t rows) {
+  const uint64_t src_row = *ggml_row_bytes(type, K), dst_row = device_row_bytes(type, K);
+  const uint64_t per_piece = std::max<uint64_t>(1, (uint64_t{256} << 10) / dst_row);
+  if (rows < 2 * per_piece || copiers_->size() == 1) {
+    to_device_rows(type, K, from, to, rows);
+    return;
+  }
+  copiers_->parallel_for((rows + per_piece - 1) / per_piece, [&](size_t b, size_t e, unsigned) {
+    const uint64_t lo = b * per_piece, hi = std::min<uint64_t>(rows, e * per_piece);
+    to_device_rows(type, K, from + lo * src_row, to + lo * dst_row, hi - lo);
+  });
+}
+
 void Uploader::run() {
   try {
     const auto& order = store_.order();
@@ -127,6 +143,16 @@ void Uploader::run() {
           const size_t esize = t.type == GgmlType::F32 ? 4 : 2;
           dequantize(t.type, t.data.data() + static_cast<size_t>(first) * esize,
                      reinterpret_cast<float*>(to), count);
+        } else if (rewrites_rows(t.type)) {
+          // Whole rows into their device form (device_layout.h); a row that does not fit the
+          // staging half's rest goes into the next half.
+          const uint64_t K = static_cast<uint64_t>(t.ne[0]), dst_row = device_row_bytes(t.type, K);
+          if (dst_row > half_)
+            throw EngineError("vulkan: a row of " + std::string(t.name) +
+                              " exceeds the staging buffer");
+          n = n / dst_row * dst_row;
+          rewrite(t.type, K, t.data.data() + done / dst_row * *ggml_row_bytes(t.type, K), to,
+                  n / dst_row);
         } else {
           copy(to, t.data.data() + done, n);
         }
@@ -136,7 +162,7 @@ void Uploader::run() {
         }
         fill_ += n;
         done += n;
-        if (half_ - fill_ < 4) flush(false, 0);
+        if (half_ - fill_ < 4 || n == 0) flush(false, 0);
       }
       const bool segment_end = i + 1 == order.size() || order[i + 1].segment != p.segment;
       if (segment_end && !stop_) {

@@ -58,6 +58,8 @@ class Uploader {
   // memcpy from the mapped file into staging, split over copiers_: one thread cannot take page
   // faults and copy fast enough to keep up with the GPU's side of the upload.
   void copy(std::byte* to, const std::byte* from, size_t n);
+  // to_device_rows() for types whose rows change on the device, split over copiers_ likewise.
+  void rewrite(GgmlType type, uint64_t K, const std::byte* from, std::byte* to, uint64_t rows);
 
   Device& dev_;
   WeightStore& store_;

@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "engine/error.h"
+#include "engine/vk/device_layout.h"
 
 namespace rwkvd::engine::vk {
 namespace {
@@ -49,7 +50,9 @@ WeightStore::WeightStore(Device& dev, const Rwkv7Model& model) {
       p.dev_bytes = static_cast<VkDeviceSize>(p.tensor->n_elements()) * 4;
       p.offset = vec_placer.place(p.dev_bytes);
     } else {
-      p.dev_bytes = p.tensor->n_bytes;
+      // (Q6_K rows take their device form: device_layout.h.)
+      const uint64_t K = static_cast<uint64_t>(p.tensor->ne[0]);
+      p.dev_bytes = p.tensor->n_elements() / K * device_row_bytes(p.tensor->type, K);
       const VkDeviceSize need = (p.dev_bytes + kPad + 3) / 4 * 4;
       if (need > dev.props().limits.maxStorageBufferRange) {
         throw EngineError("vulkan: tensor " + std::string(p.tensor->name) + " (" +

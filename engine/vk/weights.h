@@ -1,10 +1,11 @@
 #pragma once
-// Where every model tensor lives on the device. Matrices keep their GGUF block encoding and are
-// placed (256-byte aligned, padded so shaders may over-read a word) in one or more large weight
-// buffers, each bound per tensor as its own descriptor range. 1-D parameters (norms, lerps,
-// w0/a0/v0, k_k, k_a, r_k, ln_x) are converted to float32 into one "vecs" buffer that every
-// kernel binds whole and indexes by offset. Tensors are grouped into upload segments in
-// forward order: 0 = embedding, 1 + l = layer l, n_layer + 1 = head.
+// Where every model tensor lives on the device. Matrices keep their GGUF block encoding (Q6_K's
+// blocks regrouped row by row for aligned loads: device_layout.h) and are placed (256-byte aligned,
+// padded so shaders may over-read a word) in one or more large weight buffers, each bound per
+// tensor as its own descriptor range. 1-D parameters (norms, lerps, w0/a0/v0, k_k, k_a, r_k, ln_x)
+// are converted to float32 into one "vecs" buffer that every kernel binds whole and indexes by
+// offset. Tensors are grouped into upload segments in forward order: 0 = embedding, 1 + l = layer
+// l, n_layer + 1 = head.
 #include <cstdint>
 #include <unordered_map>
 #include <vector>

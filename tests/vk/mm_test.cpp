@@ -12,6 +12,7 @@
 #include "engine/ggml_type.h"
 #include "engine/quant/dequant.h"
 #include "engine/quant/half.h"
+#include "engine/vk/device_layout.h"
 #include "tests/vk/q8_check.h"
 #include "tests/vk/vk_harness.h"
 
@@ -176,6 +177,10 @@ TEST_P(VkMatmul, MatchesDequantizedCpuProductEveryEpilogue) {
                                  {150u, 512u},
                                  {1u, 1280u},
                                  {3u, 1280u},
+                                 // 9 blocks of 256: a Q6_K row's full group of 8 on the
+                                 // device and a partial one (device_layout.h).
+                                 {1u, 2304u},
+                                 {11u, 2304u},
                                  // K of a LoRA rank (float types): an odd number of 32-input
                                  // pieces, whose last 64-input step mc.comp stages half as
                                  // zeros (never on mcd.comp, whose steps are whole).
@@ -190,6 +195,16 @@ TEST_P(VkMatmul, MatchesDequantizedCpuProductEveryEpilogue) {
     }
     RWKVD_EXPECT_NO_VALIDATION_ERRORS(errors);
   }
+}
+
+// Weight binding s holds `rows` rows of w (GGUF bytes) in their device form, as the uploader
+// writes them (engine/vk/device_layout.h).
+void put_weights(VkRig& rig, int s, GgmlType t, uint32_t K, uint32_t rows,
+                 const std::vector<std::byte>& w) {
+  std::vector<std::byte> d(rows * engine::vk::device_row_bytes(t, K));
+  engine::vk::to_device_rows(t, K, w.data(), d.data(), rows);
+  rig.make(rig.weights[s], d.size() / 4 + 4);
+  std::memcpy(rig.weights[s].mapped(), d.data(), d.size());
 }
 
 void check_product(VkRig& rig, GgmlType type, uint32_t T, uint32_t K, bool subgroups) {
@@ -212,8 +227,7 @@ void check_product(VkRig& rig, GgmlType type, uint32_t T, uint32_t K, bool subgr
   bool ran_coopmat = false;
   {
     for (int s = 0; s < 4; ++s) {
-      rig.make(rig.weights[s], w[s].size() / 4 + 4);
-      std::memcpy(rig.weights[s].mapped(), w[s].data(), w[s].size());
+      put_weights(rig, s, type, K, Ns[s], w[s]);
     }
     // act: x, then y of each slot, then x's fp16 form (h16.comp) for tensor cores.
     uint32_t y_off[4], at = T * K;
@@ -251,8 +265,9 @@ void check_product(VkRig& rig, GgmlType type, uint32_t T, uint32_t K, bool subgr
       std::memcpy(rig.act.mapped(), x.data(), x.size() * 4);
       MmSlot slots[4];
       for (int s = 0; s < 4; ++s) {
-        slots[s] = {K,        Ns[s],   0,
-                    y_off[s], mode[s], static_cast<uint32_t>(*engine::ggml_row_bytes(type, K))};
+        slots[s] = {K,       Ns[s],
+                    0,       y_off[s],
+                    mode[s], static_cast<uint32_t>(engine::vk::device_row_bytes(type, K))};
         slots[s].half_ok = half_ok;
         slots[s].part_off = part_off;
         slots[s].part_width = part_width;
@@ -344,12 +359,11 @@ TEST(VkMatmulHalfOut, WritesTheFp16FormOfItsOutputs) {
   constexpr GgmlType kType = GgmlType::Q4_K;
   constexpr uint32_t K = 512, N[2] = {48, 24};
   const uint64_t errors = Device::validation_errors();
-  const uint32_t rb = static_cast<uint32_t>(*engine::ggml_row_bytes(kType, K));
+  const uint32_t rb = static_cast<uint32_t>(engine::vk::device_row_bytes(kType, K));
   std::vector<std::byte> w[2];
   for (int s = 0; s < 2; ++s) {
     w[s] = random_weights(kType, K, N[s], 40 + s);
-    rig.make(rig.weights[s], w[s].size() / 4 + 4);
-    std::memcpy(rig.weights[s].mapped(), w[s].data(), w[s].size());
+    put_weights(rig, s, kType, K, N[s], w[s]);
   }
   rig.make(rig.vecs, 4);
   rig.make(rig.meta, 4);
@@ -477,8 +491,7 @@ TEST_P(VkMatmulQ8, MatchesReferenceOfItsInt8Inputs) {
           const std::vector<std::byte> z = zero_quants(type, w);
           engine::dequantize(type, z.data(), w0[s].data(), static_cast<int64_t>(w0[s].size()));
         }
-        rig.make(rig.weights[s], w.size() / 4 + 4);
-        std::memcpy(rig.weights[s].mapped(), w.data(), w.size());
+        put_weights(rig, s, type, K, Ns[s], w);
       }
       // Inputs of mixed ranges per run (a run of zeros included), as activations are.
       std::vector<float> x = random_floats(size_t{T} * K, 8);
@@ -500,7 +513,7 @@ TEST_P(VkMatmulQ8, MatchesReferenceOfItsInt8Inputs) {
                     0,
                     y_off[s],
                     s == 0 ? MmMode::kStore : MmMode::kTanh,
-                    static_cast<uint32_t>(*engine::ggml_row_bytes(type, K)),
+                    static_cast<uint32_t>(engine::vk::device_row_bytes(type, K)),
                     q_off};
       }
       const bool qout = rig.kernels->writes_q8(type, K, Ns[0], T);

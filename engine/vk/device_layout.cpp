@@ -1,0 +1,58 @@
+#include "engine/vk/device_layout.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <string>
+
+#include "engine/error.h"
+
+namespace rwkvd::engine::vk {
+namespace {
+
+constexpr uint64_t kQ6Block = 210, kQ6Body = 208, kQ6Group = 8;
+constexpr uint64_t kQ6GroupBytes = 16 + kQ6Group * kQ6Body;  // 1680: the same as 8 blocks
+
+uint64_t gguf_row_bytes(GgmlType t, uint64_t K) {
+  const std::optional<uint64_t> b = ggml_row_bytes(t, K);
+  if (!b)
+    throw EngineError("vulkan: rows of " + std::to_string(K) + " elements do not fit their type");
+  return *b;
+}
+
+}  // namespace
+
+bool rewrites_rows(GgmlType t) {
+  return t == GgmlType::Q6_K;
+}
+
+uint64_t device_row_bytes(GgmlType t, uint64_t K) {
+  if (!rewrites_rows(t)) return gguf_row_bytes(t, K);
+  const uint64_t nb = gguf_row_bytes(t, K) / kQ6Block, rest = nb % kQ6Group;
+  return nb / kQ6Group * kQ6GroupBytes + (rest ? 16 + rest * kQ6Body : 0);
+}
+
+void to_device_rows(GgmlType t, uint64_t K, const std::byte* src, std::byte* dst, uint64_t rows) {
+  const uint64_t src_row = gguf_row_bytes(t, K), dst_row = device_row_bytes(t, K);
+  if (!rewrites_rows(t)) {
+    std::memcpy(dst, src, src_row * rows);
+    return;
+  }
+  const uint64_t nb = src_row / kQ6Block;
+  for (uint64_t r = 0; r < rows; ++r) {
+    const std::byte* in = src + r * src_row;
+    std::byte* out = dst + r * dst_row;
+    for (uint64_t g = 0; g * kQ6Group < nb; ++g) {
+      const uint64_t n = std::min(kQ6Group, nb - g * kQ6Group);
+      std::byte* d = out + g * kQ6GroupBytes;
+      std::memset(d, 0, 16);
+      for (uint64_t i = 0; i < n; ++i) {
+        const std::byte* blk = in + (g * kQ6Group + i) * kQ6Block;
+        std::memcpy(d + 2 * i, blk + kQ6Body, 2);
+        std::memcpy(d + 16 + i * kQ6Body, blk, kQ6Body);
+      }
+    }
+  }
+}
+
+}  // namespace rwkvd::engine::vk
