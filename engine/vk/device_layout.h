@@ -4,8 +4,8 @@
 // loads. On the device a Q6_K row is groups of up to 8 blocks: the group's 8 f16 d first (one
 // 16-byte word, zeros past the row's last block), then each block's first 208 bytes (ql, qh,
 // scales; 13 16-byte words). Every field then loads with aligned 16-byte or 4-byte words, and
-// the row takes the same bytes, plus 16 for a last partial group (quant.glsl's q6_block()
-// and q6_d_byte() read it).
+// the row takes the same bytes, plus 16 for a last partial group and 16 of zeros where that
+// makes an odd number of 16-byte words (quant.glsl's q6_block() and q6_d_byte() read it).
 #include <cstddef>
 #include <cstdint>
 

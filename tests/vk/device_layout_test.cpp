@@ -14,11 +14,14 @@ using rwkvd::engine::vk::device_row_bytes;
 using rwkvd::engine::vk::to_device_rows;
 
 TEST(DeviceLayout, Q6KRowsTakeGroupsOfEightBlocks) {
-  // Groups of 8 blocks take 8 x 210 bytes; a partial group 16 more than its blocks' 208 each.
-  EXPECT_EQ(device_row_bytes(GgmlType::Q6_K, 256), 16u + 208u);
-  EXPECT_EQ(device_row_bytes(GgmlType::Q6_K, 768), 16u + 3 * 208u);
+  // Groups of 8 blocks take 8 x 210 bytes; a partial group 16 more than its blocks' 208 each;
+  // 16 more where the row would be an even number of 16-byte words.
+  EXPECT_EQ(device_row_bytes(GgmlType::Q6_K, 256), 16u + 208u + 16u);
+  EXPECT_EQ(device_row_bytes(GgmlType::Q6_K, 768), 16u + 3 * 208u + 16u);
+  EXPECT_EQ(device_row_bytes(GgmlType::Q6_K, 1024), 16u + 4 * 208u);
+  EXPECT_EQ(device_row_bytes(GgmlType::Q6_K, 1280), 16u + 5 * 208u + 16u);
   EXPECT_EQ(device_row_bytes(GgmlType::Q6_K, 2048), 8 * 210u);
-  EXPECT_EQ(device_row_bytes(GgmlType::Q6_K, 2560), 8 * 210u + 16u + 2 * 208u);
+  EXPECT_EQ(device_row_bytes(GgmlType::Q6_K, 2560), 8 * 210u + 16u + 2 * 208u + 16u);
   EXPECT_EQ(device_row_bytes(GgmlType::Q6_K, 10240), 40 * 210u);
   EXPECT_EQ(device_row_bytes(GgmlType::Q4_K, 2560), 10 * 144u);
   EXPECT_EQ(device_row_bytes(GgmlType::F32, 96), 96 * 4u);
@@ -41,9 +44,10 @@ TEST(DeviceLayout, Q6KBlocksLandWhereTheShadersReadThem) {
       EXPECT_EQ(std::memcmp(group + 16 + b % 8 * 208, in, 208), 0) << "row " << r << " block " << b;
       EXPECT_EQ(std::memcmp(group + 2 * (b % 8), in + 208, 2), 0) << "row " << r << " block " << b;
     }
-    // The last group's d word is zero past its two blocks.
+    // The last group's d word is zero past its two blocks, and so is the padding after them.
     const std::byte* last = dst.data() + r * row + 1680;
     for (int i = 4; i < 16; ++i) EXPECT_EQ(last[i], std::byte{0});
+    for (uint64_t i = 1680 + 16 + 2 * 208; i < row; ++i) EXPECT_EQ(dst[r * row + i], std::byte{0});
   }
 }
 
