@@ -33,6 +33,8 @@ constexpr uint32_t kWkvLoraLoadsMax = 40;
 // mvf.comp's largest workgroup (common.glsl kMaxWg: its team sums hold kMaxWg / 4 subgroups),
 // and the rows from which a product has rows enough to spread over the GPU (mvf_key()).
 constexpr uint32_t kMvfMostWg = 256, kMvfManyRows = 1024;
+// From this many inputs a row of a product of few float rows is one subgroup's (few_rows_team()).
+constexpr uint32_t kMvfOneSubgroupK = 2048;
 constexpr uint32_t kQ8Wg = 64;                                    // q8.comp workgroup
 constexpr uint32_t kArgmaxWg = 256, kArgmaxPart = 4 * kArgmaxWg;  // argmax.comp: one pass a part
 constexpr uint32_t kH16Wg = 64;                                   // h16.comp workgroup
@@ -279,7 +281,10 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
     }
     if (mv_max_t_ > 0 && mvf_ && is_float_type(t)) {  // the shapes mvf_key() tells apart
       for (const uint64_t w : {uint64_t{1}, kMvfLargeWeights}) {
-        for (const uint32_t n : {1u, kMvfManyRows}) keys.push_back(mvf_key(t, n, w));
+        for (const uint32_t n : {1u, kMvfManyRows}) {
+          // (Few rows: the LoRA down products' inputs, n_embd, and short ones, the LoRA up's.)
+          for (const uint32_t k : {n_embd, 32u}) keys.push_back(mvf_key(t, n, w, k));
+        }
       }
       MmSlot probe{n_embd, 16, 0, 0, MmMode::kStore, 16};
       if (runs_shift_in_front(t, {&probe, 1})) keys.push_back(mvf_ln_key(t, n_embd));
@@ -368,11 +373,14 @@ bool Kernels::takes_mvf(GgmlType type, std::span<const MmSlot> slots, uint32_t T
 // 2560 -> 10240 27.5 -> 28.6 and 2560 -> 2560 9.63 -> 9.99, the F32 LoRA down 5.95 -> 8.37, so
 // those keep one row and 4 words; bench/results/2026-11-28-s24/mvf-knobs/). A lane's sums run in
 // the same order either way.
-Pipelines::Key Kernels::mvf_key(GgmlType type, uint32_t max_n, uint64_t weights) const {
+Pipelines::Key Kernels::mvf_key(GgmlType type, uint32_t max_n, uint64_t weights, uint32_t K) const {
   const bool few = max_n < kMvfManyRows, pairs = type == GgmlType::F16 && !few;
   const uint32_t wg =
       mvf_wg_ > 0 ? mvf_wg_ : std::max(dev_.features().subgroup_size, few ? 64u : 128u);
-  uint32_t ks = mvf_ks_ > 0 ? mvf_ks_ : !few && weights >= kMvfLargeWeights ? 4 : 2;
+  uint32_t ks = mvf_ks_ > 0                   ? mvf_ks_
+                : few                         ? few_rows_team(type, K)
+                : weights >= kMvfLargeWeights ? 4
+                                              : 2;
   ks = std::bit_floor(std::clamp(ks, 1u, wg / dev_.features().subgroup_size));
   return {"mvf_" + weight_type_suffix(type),
           {wg, mvf_words(pairs ? 2 : 4), mvf_rows(pairs ? 2 : 1), ks}};
@@ -415,9 +423,21 @@ Pipelines::Key Kernels::mvq_ln_key(GgmlType type, uint32_t K, bool qout) const {
           {wg, 1, mvq_rows(1), mvq_pieces_, qout ? 1u : 0u, row_wg_, row_quads(K), K}};
 }
 
+// Subgroups a row of a product of few float rows (the LoRA down products) with K inputs, in front
+// of the shift or not (the same team, so the same sums): one for F32 rows from 2048 inputs (the
+// LoRA weights of quantised files; F16 ones were not measured), else two. H200, rwkvd bench gen-1
+// tok/s, two subgroups / one, alternating in one call (bench/results/2026-11-29-s27/mvf-ks/:
+// the knob's call, then this rule's build against the one before): 2.9B Q4_K_M (2560 inputs)
+// 463, 460 / 466, 449 and 450, 450, 460 / 466, 468, 465; 1.5B (2048, the shift in front) 657,
+// 660 / 702, 682 and 641, 686, 674 / 674, 680, 668. Small (+1.4% and +2.7% over the five
+// rounds), within a round's noise, never a loss on the mean.
+uint32_t Kernels::few_rows_team(GgmlType type, uint32_t K) const {
+  return mvf_ks_ > 0 ? mvf_ks_ : type == GgmlType::F32 && K >= kMvfOneSubgroupK ? 1u : 2u;
+}
+
 Pipelines::Key Kernels::mvf_ln_key(GgmlType type, uint32_t K) const {
   const uint32_t sg = dev_.features().subgroup_size, wg = std::max(row_wg_, sg);
-  const uint32_t ks = std::bit_floor(std::clamp(mvf_ks_ > 0 ? mvf_ks_ : 2u, 1u, wg / sg));
+  const uint32_t ks = std::bit_floor(std::clamp(few_rows_team(type, K), 1u, wg / sg));
   return {"mvf_ln_" + weight_type_suffix(type),
           {wg, mvf_words(4), mvf_rows(1), ks, row_wg_, row_quads(K), K}};
 }
@@ -829,7 +849,10 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
     uint64_t weights = 0;  // the largest slot's
     for (const MmSlot& sl : slots) weights = std::max<uint64_t>(weights, uint64_t{sl.K} * sl.N);
     const bool front = slots[0].front.rec != kNoQ8;
-    const Pipelines::Key key = front ? mvf_ln_key(type, slots[0].K) : mvf_key(type, max_n, weights);
+    uint32_t k_max = 0;
+    for (const MmSlot& sl : slots) k_max = std::max(k_max, sl.K);
+    const Pipelines::Key key =
+        front ? mvf_ln_key(type, slots[0].K) : mvf_key(type, max_n, weights, k_max);
     if (front) set_front(slots, pc);
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
     const uint32_t rows =

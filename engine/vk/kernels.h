@@ -235,7 +235,9 @@ class Kernels {
   // Whether mvf.comp (float weights at one token) takes these products, and its pipeline for
   // products of at most max_n rows and `weights` weights a slot.
   bool takes_mvf(GgmlType type, std::span<const MmSlot> slots, uint32_t T) const;
-  Pipelines::Key mvf_key(GgmlType type, uint32_t max_n, uint64_t weights) const;
+  // K: the longest row's inputs.
+  Pipelines::Key mvf_key(GgmlType type, uint32_t max_n, uint64_t weights, uint32_t K) const;
+  uint32_t few_rows_team(GgmlType type, uint32_t K) const;
   // mvf.comp's words a lane in flight and rows a team: $RWKVD_VK_MVF_WORDS / _ROWS, else by_shape.
   uint32_t mvf_words(uint32_t by_shape) const;
   uint32_t mvf_rows(uint32_t by_shape) const;
