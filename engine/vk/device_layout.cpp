@@ -20,6 +20,12 @@ uint64_t gguf_row_bytes(GgmlType t, uint64_t K) {
   return *b;
 }
 
+// Bytes of nb Q6_K blocks in groups (a last partial group takes its 16-byte d word too).
+uint64_t q6_grouped_bytes(uint64_t nb) {
+  const uint64_t rest = nb % kQ6Group;
+  return nb / kQ6Group * kQ6GroupBytes + (rest ? 16 + rest * kQ6Body : 0);
+}
+
 }  // namespace
 
 bool rewrites_rows(GgmlType t) {
@@ -28,8 +34,7 @@ bool rewrites_rows(GgmlType t) {
 
 uint64_t device_row_bytes(GgmlType t, uint64_t K) {
   if (!rewrites_rows(t)) return gguf_row_bytes(t, K);
-  const uint64_t nb = gguf_row_bytes(t, K) / kQ6Block, rest = nb % kQ6Group;
-  const uint64_t b = nb / kQ6Group * kQ6GroupBytes + (rest ? 16 + rest * kQ6Body : 0);
+  const uint64_t b = q6_grouped_bytes(gguf_row_bytes(t, K) / kQ6Block);
   // An odd number of 16-byte words: mcd.comp's lanes read 16 rows at the same offset, and an
   // even stride put them on fewer cache positions (H200, Q6_K 2560 -> 10240 at 8 tokens: 37.2
   // us with rows of 2112 bytes, 33.5 with 2128).
@@ -42,9 +47,7 @@ void to_device_rows(GgmlType t, uint64_t K, const std::byte* src, std::byte* dst
     std::memcpy(dst, src, src_row * rows);
     return;
   }
-  const uint64_t nb = src_row / kQ6Block;
-  const uint64_t used =
-      nb / kQ6Group * kQ6GroupBytes + (nb % kQ6Group ? 16 + nb % kQ6Group * kQ6Body : 0);
+  const uint64_t nb = src_row / kQ6Block, used = q6_grouped_bytes(nb);
   for (uint64_t r = 0; r < rows; ++r) {
     const std::byte* in = src + r * src_row;
     std::byte* out = dst + r * dst_row;

@@ -847,10 +847,12 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
   }
   if (k32 && T <= mv_max_t_ && takes_mvf(type, slots, T)) {
     uint64_t weights = 0;  // the largest slot's
-    for (const MmSlot& sl : slots) weights = std::max<uint64_t>(weights, uint64_t{sl.K} * sl.N);
+    uint32_t k_max = 0;    // the longest row's
+    for (const MmSlot& sl : slots) {
+      weights = std::max<uint64_t>(weights, uint64_t{sl.K} * sl.N);
+      k_max = std::max(k_max, sl.K);
+    }
     const bool front = slots[0].front.rec != kNoQ8;
-    uint32_t k_max = 0;
-    for (const MmSlot& sl : slots) k_max = std::max(k_max, sl.K);
     const Pipelines::Key key =
         front ? mvf_ln_key(type, slots[0].K) : mvf_key(type, max_n, weights, k_max);
     if (front) set_front(slots, pc);
