@@ -561,12 +561,12 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
   if (segment == L + 1) {
     // A few logit rows (5-16: a few sequences decoding) on tensor cores from embd's fp16 form
     // rather than on the int8 kernel (H100, Q6_K 65536 x 2560 at 8 rows: 164 against 249 us);
-    // more keep reading the floats (their pipeline is made at load, Kernels::warm). Since Q6_K
-    // rows have their device form (device_layout.h), up to 8 of a Q6_K head stay on the int8
-    // kernel (H200, 65536 x 2560 at 8 rows: 175 us against 214 on tensor cores).
+    // more keep reading the floats (their pipeline is made at load, Kernels::warm); a Q6_K head
+    // of up to 8 rows stays on the int8 kernel (Kernels::head_on_coopmat).
     std::vector<MmGroup> head = head_;
-    const bool q6_int8 = model_.head->type == GgmlType::Q6_K && s.n_logit <= 8;
-    if (kernels_.few_on_coopmat(s.n_logit) && !q6_int8) head[0].slots[0].h16_off = a_.h_embd;
+    if (kernels_.head_on_coopmat(model_.head->type, s.n_logit)) {
+      head[0].slots[0].h16_off = a_.h_embd;
+    }
     // A head on the int8 kernel reads embd's int8 form, which out_ln writes where it can (the
     // logit rows are a prefix of embd), else a q8.comp dispatch.
     const bool head_q8 = s.n_logit > 0 && reads_q8(head, s.n_logit);

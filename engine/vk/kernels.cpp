@@ -168,6 +168,7 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   mcd_max_t_ = std::min(kMcdTokens, env_u32("RWKVD_VK_MCD_MAX_T", mcd_max_t_));
   mcd_sg_ = std::clamp(env_u32("RWKVD_VK_MCD_SG", mcd_sg_), 1u, kMcdMostSubgroups);
   mcd_split_ = env_u32("RWKVD_VK_MCD_SPLIT", 0);
+  q6_head_int8_max_ = env_u32("RWKVD_VK_Q6_HEAD_INT8_MAX", q6_head_int8_max_);
   wkv_portable_ = std::getenv("RWKVD_VK_WKV_PORTABLE") != nullptr;
   // Invocations per channel in wkv's LoRA up phase (more where the ranks need it): H100, 2.9B
   // Q4_K_M decode, see docs/PERFORMANCE.md.
@@ -559,6 +560,10 @@ bool Kernels::mcd_on() const {
 
 bool Kernels::few_on_coopmat(uint32_t T) const {
   return mcd_on() && T >= mcd_min_t_ && T <= mcd_max_t_;
+}
+
+bool Kernels::head_on_coopmat(GgmlType type, uint32_t rows) const {
+  return few_on_coopmat(rows) && !(type == GgmlType::Q6_K && rows <= q6_head_int8_max_);
 }
 
 Pipelines::Key Kernels::mcd_key(GgmlType type) const {

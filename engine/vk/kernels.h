@@ -199,6 +199,9 @@ class Kernels {
   // Whether products of T tokens of quantised weights take mcd.comp (tensor cores for a few
   // tokens) where they have their inputs' fp16 form.
   bool few_on_coopmat(uint32_t T) const;
+  // Whether a head of `rows` logit rows takes mcd.comp: few_on_coopmat, except that a Q6_K head
+  // of up to q6_head_int8_max_ rows stays on the int8 kernel, faster there with its device rows.
+  bool head_on_coopmat(GgmlType type, uint32_t rows) const;
 
   uint32_t dispatches() const { return dispatches_; }  // recorded so far (for reports/tests)
   // The variants this device gets ("decode_matvec", "tensor_cores", "wkv_subgroup", ...); what
@@ -343,6 +346,10 @@ class Kernels {
   // -> 2560 6.3 / 8.4 / 10.9 -> ~10.6; docs/PERFORMANCE.md, session 10).
   uint32_t mcd_min_t_ = 5, mcd_max_t_ = 16, mcd_sg_ = 8;
   uint32_t mcd_split_ = 0;  // $RWKVD_VK_MCD_SPLIT: 1 never splits, 2 or 4 forces; 0 mcd_split()
+  // A Q6_K head of up to this many rows on the int8 kernel even where few_on_coopmat() holds
+  // ($RWKVD_VK_Q6_HEAD_INT8_MAX; 0: the head follows the other products). H200, 65536 x 2560 at
+  // 8 rows: 175 us against 214 on tensor cores (device_layout.h's rows).
+  uint32_t q6_head_int8_max_ = 8;
 };
 
 // Shader-name suffix of a weight type ("q4_k").
