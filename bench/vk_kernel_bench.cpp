@@ -445,6 +445,9 @@ void product_args(benchmark::internal::Benchmark* b) {
       b->Args({static_cast<int64_t>(t), K, N, 1, 0, 1});
     }
   }
+  // And 0.1B's head (Q6_K 65536 x 768, 41 MB): rows of 24 pieces leave a subgroup's 32 lanes
+  // one step each, so what a row costs besides its bytes shows here.
+  b->Args({static_cast<int64_t>(GgmlType::Q6_K), 768, 65536, 1, 1, 1});
   // The LoRA down products of a 2.9B layer at one token (F32, four weights of 96, 96, 64 and 320
   // rows in one dispatch in the forward; here as one of 576).
   for (int64_t T : {1, 2, 4, 6, 8, 16}) {

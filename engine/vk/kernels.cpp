@@ -169,6 +169,7 @@ Kernels::Kernels(Device& dev, Pipelines& pipes) : dev_(dev), pipes_(pipes) {
   mcd_sg_ = std::clamp(env_u32("RWKVD_VK_MCD_SG", mcd_sg_), 1u, kMcdMostSubgroups);
   mcd_split_ = env_u32("RWKVD_VK_MCD_SPLIT", 0);
   q6_head_int8_max_ = env_u32("RWKVD_VK_Q6_HEAD_INT8_MAX", q6_head_int8_max_);
+  mvq_many_rows_ = env_u32("RWKVD_VK_MVQ_MANY_ROWS", mvq_many_rows_);
   wkv_portable_ = std::getenv("RWKVD_VK_WKV_PORTABLE") != nullptr;
   // Invocations per channel in wkv's LoRA up phase (more where the ranks need it): H100, 2.9B
   // Q4_K_M decode, see docs/PERFORMANCE.md.
@@ -269,6 +270,9 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
       for (uint32_t tt = 1; tt <= mv_tokens(mv_max_t_, mv_tt_max_); tt *= 2) {
         keys.push_back(mv_key(t, tt, mv_rows()));
         if (reads_q8(t, tt)) keys.push_back(mvq_key(t, tt));
+        if (reads_q8(t, tt) && mvq_rows(tt, mvq_many_rows_) != mvq_rows(tt)) {
+          keys.push_back(mvq_key(t, tt, false, mvq_many_rows_));  // a head's
+        }
         if (writes_q8(t, 32, 16, tt)) keys.push_back(mvq_key(t, tt, true));
       }
       // The shifts in front (runs_shift_in_front()) of a model with short rows: the ffn key
@@ -329,11 +333,16 @@ uint32_t Kernels::mv_rows() const {
 
 // mvq.comp's rows per subgroup: one at one token (H100 vk_kernel_bench, int8 inputs, one row
 // against two: Q4_K 2560 -> 10240 13.6 -> 12.5 us, 10240 -> 2560 13.7 -> 12.0, 2560 -> 2560 7.0
-// -> 6.1; Q6_K 10240 -> 2560 22.7 -> 17.2; the 65536-row head 93 -> 97), two for several tokens
-// (each decoded piece then meets twice the tokens' sums: Q4_K 2560 -> 10240 at 8 tokens 34 us
-// against 40 with one row).
-uint32_t Kernels::mvq_rows(uint32_t tokens) const {
-  return mv_rows_ > 0 ? mv_rows_ : tokens == 1 ? 1 : 2;
+// -> 6.1; Q6_K 10240 -> 2560 22.7 -> 17.2), two for several tokens (each decoded piece then meets
+// twice the tokens' sums: Q4_K 2560 -> 10240 at 8 tokens 34 us against 40 with one row). A head
+// (mvq_many_rows_ rows and more) takes four at one token: each subgroup's reduction and stores
+// then serve four rows (H200, Q6_K 65536 x 768, 0.1B's head, whose rows are one step of a
+// subgroup: 31.0 us with one row, 26.2 with two, 24.2 with four; 0.1B's own products lose with
+// more: 3072 -> 768 4.90 -> 6.85 / 9.60).
+uint32_t Kernels::mvq_rows(uint32_t tokens, uint32_t n) const {
+  if (mv_rows_ > 0) return mv_rows_;
+  if (tokens > 1) return 2;
+  return n >= mvq_many_rows_ ? 4 : 1;
 }
 
 uint32_t Kernels::row_groups(uint32_t max_n, uint32_t rows) const {
@@ -397,9 +406,10 @@ uint32_t Kernels::mvf_rows(uint32_t by_shape) const {
 
 // mvq.comp stages nothing, so its workgroup is the one-token size for any number of tokens;
 // the variant that writes its output's int8 form takes 16 rows a workgroup (whole runs).
-Pipelines::Key Kernels::mvq_key(GgmlType type, uint32_t tt, bool qout) const {
+Pipelines::Key Kernels::mvq_key(GgmlType type, uint32_t tt, bool qout, uint32_t n) const {
   return {(mvq_diag_.empty() ? "mvq_" : "mvq_diag_" + mvq_diag_ + "_") + weight_type_suffix(type),
-          {qout ? mvq_qout_wg(tt) : mvq_wg_, tt, mvq_rows(tt), mvq_pieces_, qout ? 1u : 0u}};
+          {qout ? mvq_qout_wg(tt) : mvq_wg_, tt, mvq_rows(tt, qout ? 0 : n), mvq_pieces_,
+           qout ? 1u : 0u}};
 }
 
 uint32_t Kernels::row_quads(uint32_t D) const {
@@ -886,12 +896,14 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       set_front(slots, pc);
       pc.ksplit = 1;
     }
+    // (The shift-in-front and int8-output variants keep one token's usual rows.)
+    const uint32_t q_rows = mvq_rows(tt, front || qout ? 0 : max_n);
     const Pipelines::Key key = front ? mvq_ln_key(type, slots[0].K, qout)
-                               : q8  ? mvq_key(type, tt, qout)
+                               : q8  ? mvq_key(type, tt, qout, max_n)
                                      : mv_key(type, tt, mv_r);
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
     const uint32_t rows =
-        key.second[0] / dev_.features().subgroup_size / pc.ksplit * (q8 ? mvq_rows(tt) : mv_r);
+        key.second[0] / dev_.features().subgroup_size / pc.ksplit * (q8 ? q_rows : mv_r);
     vkCmdDispatch(cb, row_groups(max_n, rows), ceil_div(T, tt),
                   static_cast<uint32_t>(slots.size()));
     return;

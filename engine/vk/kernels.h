@@ -138,6 +138,9 @@ class Kernels {
   // mvq.comp's split of K for rows of K inputs (pc.ksplit subgroups a row group): by the shape
   // alone, so that a token's sums run in the same order for any number of tokens.
   uint32_t mvq_ksplit(uint32_t K) const;
+  // mvq.comp's rows per subgroup for products of `tokens` tokens and n rows (0: rows that the
+  // rule for many rows does not reach: the int8-output and shift-in-front variants).
+  uint32_t mvq_rows(uint32_t tokens, uint32_t n = 0) const;
   // The int8 form of x [T][K] at act offset x_off, to q_off (shaders/q8.comp); K % 32 == 0.
   void quantize_q8(VkCommandBuffer cb, VkDescriptorSet set, uint32_t K, uint32_t T, uint32_t x_off,
                    uint32_t q_off);
@@ -227,8 +230,7 @@ class Kernels {
   Pipelines::Key wkv_long_key(uint32_t head_size) const;
   // Row slices for a long chunk's wkv of n_head x n_seq (head, sequence) workgroups.
   uint32_t wkv_slices(uint32_t n_head, uint32_t head_size, uint32_t n_seq) const;
-  uint32_t mv_rows() const;                  // mv.comp's rows a subgroup
-  uint32_t mvq_rows(uint32_t tokens) const;  // mvq.comp's rows per subgroup
+  uint32_t mv_rows() const;  // mv.comp's rows a subgroup
   uint32_t mv_wg(uint32_t tokens) const;
   // Workgroups along a product's rows, `rows` a workgroup: enough for max_n, within the device's
   // grid and max_row_groups_ (the row kernels' workgroups loop over the rest).
@@ -244,8 +246,9 @@ class Kernels {
   // mvf.comp's words a lane in flight and rows a team: $RWKVD_VK_MVF_WORDS / _ROWS, else by_shape.
   uint32_t mvf_words(uint32_t by_shape) const;
   uint32_t mvf_rows(uint32_t by_shape) const;
-  // mvq.comp's; qout: the variant that also writes its output's int8 form (workgroups of 16 rows).
-  Pipelines::Key mvq_key(GgmlType type, uint32_t tokens, bool qout = false) const;
+  // mvq.comp's for products of n rows (mvq_rows()); qout: the variant that also writes its
+  // output's int8 form (workgroups of 16 rows).
+  Pipelines::Key mvq_key(GgmlType type, uint32_t tokens, bool qout = false, uint32_t n = 0) const;
   // The quads a lane of shift.comp and out_ln.comp holds of a row of D, and their pipelines;
   // out_ln.comp's subgroup variant (reductions and the int8 form's shuffles) where it runs.
   uint32_t row_quads(uint32_t D) const;
@@ -350,6 +353,9 @@ class Kernels {
   // ($RWKVD_VK_Q6_HEAD_INT8_MAX; 0: the head follows the other products). H200, 65536 x 2560 at
   // 8 rows: 175 us against 214 on tensor cores (device_layout.h's rows).
   uint32_t q6_head_int8_max_ = 8;
+  // One token's int8 products of at least this many rows (heads: the vocabulary) take 4 rows a
+  // subgroup, the others one ($RWKVD_VK_MVQ_MANY_ROWS; mvq_rows()).
+  uint32_t mvq_many_rows_ = 32768;
 };
 
 // Shader-name suffix of a weight type ("q4_k").
