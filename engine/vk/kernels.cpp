@@ -387,8 +387,8 @@ Pipelines::Key Kernels::mvf_key(GgmlType type, uint32_t max_n, uint64_t weights,
   const bool few = max_n < kMvfManyRows, pairs = type == GgmlType::F16 && !few;
   const uint32_t wg =
       mvf_wg_ > 0 ? mvf_wg_ : std::max(dev_.features().subgroup_size, few ? 64u : 128u);
-  uint32_t ks = mvf_ks_ > 0                   ? mvf_ks_
-                : few                         ? few_rows_team(type, K)
+  uint32_t ks = few                           ? few_rows_team(type, K)  // (it heeds mvf_ks_)
+                : mvf_ks_ > 0                 ? mvf_ks_
                 : weights >= kMvfLargeWeights ? 4
                                               : 2;
   ks = std::bit_floor(std::clamp(ks, 1u, wg / dev_.features().subgroup_size));
@@ -896,14 +896,13 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       set_front(slots, pc);
       pc.ksplit = 1;
     }
-    // (The shift-in-front and int8-output variants keep one token's usual rows.)
-    const uint32_t q_rows = mvq_rows(tt, front || qout ? 0 : max_n);
     const Pipelines::Key key = front ? mvq_ln_key(type, slots[0].K, qout)
                                : q8  ? mvq_key(type, tt, qout, max_n)
                                      : mv_key(type, tt, mv_r);
     bind(cb, set, pipes_.get(key.first, key.second), &pc, sizeof(pc));
-    const uint32_t rows =
-        key.second[0] / dev_.features().subgroup_size / pc.ksplit * (q8 ? q_rows : mv_r);
+    // Rows a workgroup: its subgroups (per part of K) times the pipeline's rows a subgroup
+    // (specialization constant 2 of all three kernels).
+    const uint32_t rows = key.second[0] / dev_.features().subgroup_size / pc.ksplit * key.second[2];
     vkCmdDispatch(cb, row_groups(max_n, rows), ceil_div(T, tt),
                   static_cast<uint32_t>(slots.size()));
     return;
