@@ -127,11 +127,16 @@ bool Sessions::evict_one() {
     if (victim == nullptr || s->last_used < victim->last_used) victim = s.get();
   }
   if (victim == nullptr) return false;
-  victim->host.resize(backend_.hparams().state_floats());
-  backend_.read_state(victim->slot, victim->host);
-  slots_.release(victim->slot);
-  victim->where = Session::Where::kHost;
+  evict(*victim);
   return true;
+}
+
+void Sessions::evict(Session& s) {
+  if (s.where != Session::Where::kSlot) return;
+  s.host.resize(backend_.hparams().state_floats());
+  backend_.read_state(s.slot, s.host);
+  slots_.release(s.slot);
+  s.where = Session::Where::kHost;
 }
 
 std::optional<uint32_t> Sessions::acquire_slot() {

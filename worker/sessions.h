@@ -77,6 +77,9 @@ class Sessions {
   Session* find_shared(const std::string& token);
   // Puts the session's state in a slot; may evict others. False when no slot can be freed.
   bool make_resident(Session& s);
+  // Moves the session's state out of its slot into host memory (nothing where it has none);
+  // busy or not: the scheduler preempts a running task's session so (Scheduler::share_slots).
+  void evict(Session& s);
   // A free slot, evicting an idle session if needed; nullopt when all are busy.
   std::optional<uint32_t> acquire_slot();
   // The session's state into `out` (state_floats), from its slot or from host memory.
