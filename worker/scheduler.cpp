@@ -856,9 +856,13 @@ void Scheduler::step() {
       return;
     }
     stats_.record_generation_step(batch.size(), tokens);
+    for (size_t i = 0; i < who.size() && i < outs.size(); ++i) {
+      if (!finite_output(outs[i])) fail_non_finite(*who[i], outs[i]);
+    }
     const std::vector<int32_t> sampled = sample_outputs(who, outs);
     for (size_t i = 0; i < who.size(); ++i) {
       Task& t = *who[i];
+      if (t.done) continue;  // failed above
       const uint64_t advanced = t.take + (t.feeding_pending ? 1 : 0);
       if (t.session != nullptr) t.session->position += advanced;
       if (t.take > 0) {
@@ -885,6 +889,39 @@ void Scheduler::step() {
     }
   }
   std::erase_if(active_, [](const std::unique_ptr<Task>& t) { return t->done; });
+}
+
+bool Scheduler::finite_output(const engine::Tensor& out) {
+  if (out.shape.size() == 1) return out.data.empty() || out.data[0] >= 0;  // argmax_output
+  uint32_t special = 0;  // vectorised, as protocol's state check
+  for (const float f : out.data) {
+    uint32_t w;
+    std::memcpy(&w, &f, sizeof w);
+    special |= (w & 0x7f800000u) == 0x7f800000u ? 1u : 0u;
+  }
+  return special == 0;
+}
+
+std::string Scheduler::non_finite_message(bool from_client_state) {
+  return from_client_state
+             ? "the model's outputs are not finite (NaN or infinity) from the state this request "
+               "gave (its own or its session's): a state from elsewhere or one grown out of "
+               "range"
+             : "the model's outputs are not finite (NaN or infinity) from a state the worker "
+               "made: the model's weights give them (a broken model file)";
+}
+
+void Scheduler::fail_non_finite(Task& t, engine::Tensor& out) {
+  const bool client =
+      t.job.req.state.has_value() || (t.session != nullptr && t.session->client_state);
+  if (!t.silent) {
+    reply_error(t.job, client ? ErrorCode::kBadState : ErrorCode::kInternal,
+                non_finite_message(client));
+  } else {
+    queued_ -= 1;
+  }
+  release_task(t);
+  out.data.clear();  // nothing to sample
 }
 
 bool Scheduler::embeds_due(Clock::time_point now) const {
@@ -938,6 +975,10 @@ void Scheduler::dispatch_embeds() {
     }
     std::unordered_set<EmbedJob*> jobs;
     const size_t d = backend_.hparams().n_embd;
+    for (size_t i = 0; i < refs.size() && failure.empty(); ++i) {
+      // From fresh states: only the weights can make them so.
+      if (!finite_output(outs[i])) failure = non_finite_message(false);
+    }
     for (size_t i = 0; i < refs.size(); ++i) {
       slots_.release(refs[i].slot);
       jobs.insert(refs[i].job);

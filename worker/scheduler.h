@@ -105,6 +105,12 @@ class Scheduler {
                                       const std::vector<engine::Tensor>& outs);
   // `sampled`: the task's next token (generate; sample_outputs()), else unused.
   void after_output(Task& t, const engine::Tensor& out, int32_t sampled);
+  // Whether an output holds only finite values (an argmax: a token, not -1); a task whose output
+  // does not fails with an error that names the cause: bad_state where its state came from a
+  // client (its request's or its session's), internal (the weights) where the worker made it.
+  static bool finite_output(const engine::Tensor& out);
+  static std::string non_finite_message(bool from_client_state);
+  void fail_non_finite(Task& t, engine::Tensor& out);
   void finish(Task& t);
   void release_task(Task& t);
   void cancel(const Job& job);

@@ -342,6 +342,7 @@ Value Server::info_value() const {
                                     {"prefill_chunk", Value(opt_.prefill_chunk)},
                                     {"prefill_chunk_alone", Value(opt_.prefill_chunk_alone)},
                                     {"step_token_budget", Value(opt_.step_token_budget)},
+                                    {"fair_quantum_steps", Value(opt_.fair_quantum_steps)},
                                     {"session_idle_s", Value(opt_.session_idle_s)},
                                     {"lease_timeout_s", Value(opt_.lease_timeout_s)},
                                     {"heartbeat_ms", Value(opt_.heartbeat_ms)},
@@ -398,6 +399,14 @@ void Server::handle(const std::string& client, const std::string& body) {
     for (uint64_t l : req.release) ring_->release(l, client);
   }
   if (req.state_shm) {
+    // Checked before any read: a request naming 1 GiB for a 264 KiB state costs nothing.
+    const uint64_t want = shape_.state_floats * sizeof(float);
+    if (req.state_shm->bytes != want) {
+      send_error(client, req.id, ErrorCode::kBadState,
+                 "state: shared-memory input of " + std::to_string(req.state_shm->bytes) +
+                     " bytes; this model's state is " + std::to_string(want) + " bytes");
+      return;
+    }
     reading_.insert(client);
     reader_->submit(client, std::move(req));
     return;

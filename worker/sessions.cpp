@@ -51,6 +51,7 @@ Session& Sessions::open(const std::string& owner, std::optional<std::vector<floa
   if (state) {
     s->where = Session::Where::kHost;
     s->host = std::move(*state);
+    s->client_state = true;
   }
   s->last_used = std::chrono::steady_clock::now();
   auto& ref = *s;
@@ -183,6 +184,7 @@ Session& Sessions::fork(Session& src, const std::string& owner) {
   src.last_used = std::chrono::steady_clock::now();
   dst.position = src.position;
   dst.deferred = src.deferred;
+  dst.client_state = src.client_state;
   try {
     copy_into(src, dst);
   } catch (...) {
@@ -251,6 +253,7 @@ void Sessions::write_state(Session& s, std::span<const float> state) {
   }
   s.position = 0;
   s.deferred = -1;
+  s.client_state = true;
 }
 
 size_t Sessions::reap_idle(std::chrono::steady_clock::time_point now, std::chrono::seconds idle) {

@@ -38,10 +38,11 @@ struct Session {
   std::string share_token;  // what session_share gave out (Sessions::share); empty: not shared
   bool orphaned = false;    // its client is gone: close it once the running task lets go
   Where where = Where::kZero;
-  uint32_t slot = 0;        // valid when where == kSlot
-  std::vector<float> host;  // valid when where == kHost
-  bool busy = false;        // a compute task is running on it
-  uint64_t position = 0;    // tokens consumed since open (or since set_state)
+  uint32_t slot = 0;          // valid when where == kSlot
+  std::vector<float> host;    // valid when where == kHost
+  bool busy = false;          // a compute task is running on it
+  uint64_t position = 0;      // tokens consumed since open (or since set_state)
+  bool client_state = false;  // its state came from a client (open or set_state), or a fork's
   // A generate's last token, counted in `position` but not yet in the state: the session's next
   // compute feeds it first, in its own forward (which saves the generate a forward of its own);
   // reading the state settles it, a fork inherits it, set_state drops it. -1: none.
