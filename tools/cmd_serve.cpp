@@ -201,6 +201,11 @@ void add_serve_command(CLI::App& app) {
                   "replies queued for one client; a client that lets it fill is dropped")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1000000u));
+  cmd->add_option("--client-queue-bytes", a->opt.client_queue_bytes,
+                  "bytes of replies queued for one client; a reply past it is dropped for an "
+                  "error (quota_exceeded)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1} << 16, uint64_t{1} << 40));
   cmd->callback([a] { run_serve(*a); });
 }
 

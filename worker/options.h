@@ -46,6 +46,10 @@ struct ServeOptions {
   // fills has stopped reading: its work is dropped and its leases freed, so its replies cannot
   // pile up in the worker's memory.
   uint32_t client_queue = 1000;
+  // ... and bytes of replies queued for one client. A reply that would take a client past it
+  // (with others still queued) is dropped and an error for its id (quota_exceeded) goes in its
+  // place, so a client that does not read costs at most this plus one reply.
+  uint64_t client_queue_bytes = 128u << 20;
   protocol::Limits limits;
 };
 

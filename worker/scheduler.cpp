@@ -1071,7 +1071,11 @@ void Scheduler::loop() {
       std::unique_lock lock(mu_);
       const bool stepping = !active_.empty() && !joining;
       if (!stepping && inbox_.empty() && gone_.empty() && !stopping_) {
-        auto deadline = joining ? join_until : Clock::now() + std::chrono::seconds(1);
+        // Tasks still waiting when the last running one ended (more than the slots came at
+        // once) are admitted at once, not when the next request comes (up to a second later).
+        const auto idle_wait =
+            waiting_.empty() ? std::chrono::microseconds(1000000) : std::chrono::microseconds(100);
+        auto deadline = joining ? join_until : Clock::now() + idle_wait;
         if (!embeds_.empty()) {
           // Without coalescing queued embeds are due at once.
           deadline = std::min(deadline, opt_.coalesce_embeds

@@ -129,12 +129,64 @@ void Server::post(Outgoing o) {
   if (was_empty) wake_push_.send(zmq::buffer("w", 1), zmq::send_flags::dontwait);
 }
 
+namespace {
+
+// A reply handed to ZeroMQ without a copy; its bytes count in the client's queue until ZeroMQ
+// frees it (written out, or dropped with the connection).
+struct QueuedReply {
+  std::string bytes;
+  std::shared_ptr<std::atomic<uint64_t>> queued;
+};
+
+void free_queued_reply(void* /*data*/, void* hint) {
+  auto* r = static_cast<QueuedReply*>(hint);
+  r->queued->fetch_sub(r->bytes.size());
+  delete r;
+}
+
+}  // namespace
+
+std::optional<Value> Server::over_queue_bytes(const std::string& client, const Value& body,
+                                              size_t bytes) {
+  const Value* id = body.find("id");
+  if (id == nullptr || id->as_uint() == 0) return std::nullopt;  // heartbeats are tiny
+  const auto key = std::make_pair(client, id->as_uint());
+  const Value* more = body.find("more");
+  const bool final = more == nullptr || !more->as_bool();
+  if (cut_streams_.contains(key)) {  // its error went out already
+    if (final) cut_streams_.erase(key);
+    return Value();  // nothing to send
+  }
+  if (const Value* ok = body.find("ok"); ok != nullptr && !ok->as_bool()) {
+    return std::nullopt;  // errors are small, and this one may be the byte cap's own
+  }
+  const auto at = queued_bytes_.find(client);
+  const uint64_t queued = at != queued_bytes_.end() ? at->second->load() : 0;
+  // One reply always goes to a client with nothing queued, however large.
+  if (queued == 0 || queued + bytes <= opt_.client_queue_bytes) return std::nullopt;
+  stats_.client_event("replies_dropped");
+  if (!final) cut_streams_.insert(key);
+  return protocol::error_reply(
+      id->as_uint(), ErrorCode::kQuotaExceeded,
+      "this reply (" + std::to_string(bytes) + " bytes) was dropped: " + std::to_string(queued) +
+          " bytes of replies wait for this client to read them (--client-queue-bytes " +
+          std::to_string(opt_.client_queue_bytes) + ")");
+}
+
 void Server::send(const std::string& client, const Value& body) {
+  std::string bytes = protocol::encode(body);
+  if (auto instead = over_queue_bytes(client, body, bytes.size())) {
+    if (instead->kind() != Value::Kind::kMap) return;
+    send(client, *instead);
+    return;
+  }
   if (const Value* ok = body.find("ok"); ok != nullptr && !ok->as_bool()) {
     const Value* code = body.find("error")->find("code");
     stats_.count_error(static_cast<ErrorCode>(code->as_uint()));
   }
-  std::string bytes = protocol::encode(body);
+  auto& queued = queued_bytes_[client];
+  if (!queued) queued = std::make_shared<std::atomic<uint64_t>>(0);
+  if (queued->load() == 0) stalled_.erase(client);  // it has read all it was sent
   try {
     auto r1 =
         router_.send(zmq::buffer(client), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
@@ -142,7 +194,10 @@ void Server::send(const std::string& client, const Value& body) {
       drop_client(client, false);  // its queue is full: it has stopped reading
       return;
     }
-    (void)router_.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
+    auto* r = new QueuedReply{std::move(bytes), queued};
+    queued->fetch_add(r->bytes.size());
+    zmq::message_t m(r->bytes.data(), r->bytes.size(), free_queued_reply, r);
+    (void)router_.send(m, zmq::send_flags::dontwait);
     if (auto it = last_sent_.find(client); it != last_sent_.end()) it->second = Clock::now();
   } catch (const zmq::error_t& e) {
     if (e.num() == EHOSTUNREACH) {
@@ -154,7 +209,14 @@ void Server::send(const std::string& client, const Value& body) {
 }
 
 void Server::drop_client(const std::string& client, bool gone_for_good) {
-  stats_.client_event(gone_for_good ? "gone" : "stalled");
+  if (gone_for_good) {
+    stats_.client_event("gone");
+    stalled_.erase(client);
+    cut_streams_.erase(cut_streams_.lower_bound({client, 0}),
+                       cut_streams_.upper_bound({client, UINT64_MAX}));
+  } else if (stalled_.insert(client).second) {
+    stats_.client_event("stalled");  // once, not for every reply it does not take
+  }
   if (Clock::now() - last_drop_log_ > std::chrono::seconds(1)) {  // one line a second at most
     last_drop_log_ = Clock::now();
     spdlog::warn("a client {}; dropping its work and leases",
@@ -346,7 +408,8 @@ Value Server::info_value() const {
                                     {"session_idle_s", Value(opt_.session_idle_s)},
                                     {"lease_timeout_s", Value(opt_.lease_timeout_s)},
                                     {"heartbeat_ms", Value(opt_.heartbeat_ms)},
-                                    {"client_queue", Value(opt_.client_queue)}}));
+                                    {"client_queue", Value(opt_.client_queue)},
+                                    {"client_queue_bytes", Value(opt_.client_queue_bytes)}}));
   return v;
 }
 
@@ -358,7 +421,11 @@ Value Server::stats_value() const {
            {"leases", Value(ring_->leases_in_use())},
            {"parked", Value(parked_.size())}};
   }
-  return stats_.to_value(std::move(shm));
+  Value v = stats_.to_value(std::move(shm));
+  uint64_t queued = 0;
+  for (const auto& [client, bytes] : queued_bytes_) queued += bytes->load();
+  v.set("reply_queue_bytes", Value(queued));
+  return v;
 }
 
 void Server::handle(const std::string& client, const std::string& body) {
@@ -595,9 +662,12 @@ void Server::run() {
     } catch (const std::exception& e) {
       spdlog::error("sending replies: {}", e.what());
     }
-    if (ring_ && Clock::now() - last_expire > std::chrono::seconds(1)) {
+    if (Clock::now() - last_expire > std::chrono::seconds(1)) {
       last_expire = Clock::now();
-      const size_t n = ring_->expire();
+      std::erase_if(queued_bytes_, [](const auto& kv) {
+        return kv.second.use_count() == 1;  // no reply of the client's is queued
+      });
+      const size_t n = ring_ ? ring_->expire() : 0;
       for (size_t i = 0; i < n; ++i) stats_.shm_event("expired");
     }
   }
