@@ -12,6 +12,15 @@
 namespace rwkvd::protocol {
 namespace {
 
+// At most the first 32 bytes of a string a client sent, for an error message: a reply never
+// echoes a whole field back (an unknown op of megabytes).
+std::string excerpt(const std::string& s) {
+  if (s.size() <= 32) return s;
+  size_t n = 32;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // whole characters
+  return s.substr(0, n) + "...";
+}
+
 struct OpInfo {
   Op op;
   const char* name;
@@ -341,7 +350,7 @@ Request parse_request(const Value& msg, const Limits& lim, ShmStates shm_states)
     const Value* opv = msg.find("op");
     if (opv == nullptr) fail(ErrorCode::kMissingField, "missing field 'op'");
     const auto op = op_from_name(opv->as_str("op"));
-    if (!op) fail(ErrorCode::kUnknownOp, "unknown op '" + opv->as_str() + "'");
+    if (!op) fail(ErrorCode::kUnknownOp, "unknown op '" + excerpt(opv->as_str()) + "'");
     req.op = *op;
     const auto& allowed = info_of(req.op).fields;
     for (const auto& [key, unused] : msg.as_map()) {
@@ -473,7 +482,7 @@ Request parse_request(const Value& msg, const Limits& lim, ShmStates shm_states)
     if (const Value* o = msg.find("output")) {
       const auto out = output_from_name(o->as_str("output"));
       if (!out) {
-        fail(ErrorCode::kBadValue, "output '" + o->as_str() +
+        fail(ErrorCode::kBadValue, "output '" + excerpt(o->as_str()) +
                                        "' is not one of last_logits, all_logits, last_embedding, "
                                        "all_embeddings");
       }
@@ -504,7 +513,7 @@ Request decode_request(std::string_view bytes, const Limits& lim, ShmStates shm_
   try {
     msg = decode(bytes, lim.decode_limits());
   } catch (const ProtocolError& e) {
-    throw RequestError(e, 0);
+    throw RequestError(e, peek_id(bytes));
   }
   return parse_request(msg, lim, shm_states);
 }

@@ -113,7 +113,8 @@ void Server::bind(std::unique_ptr<protocol::ShmRing> ring) {
       *timed_, codec_.get(), opt_, stats_, [this](Outgoing o) { post(std::move(o)); },
       [this](const std::string& client, uint64_t bytes) { return lease_for(client, bytes); });
   scheduler_->start();
-  reader_ = std::make_unique<StateReader>(kStateReaders, [this] { wake(); });
+  reader_ = std::make_unique<StateReader>(
+      kStateReaders, [this] { wake(); }, [this](protocol::Request& r) { prepare_aside(r); });
   spdlog::info("listening on {}", opt_.endpoint);
 }
 
@@ -474,6 +475,8 @@ void Server::handle(const std::string& client, const std::string& body) {
                      " bytes; this model's state is " + std::to_string(want) + " bytes");
       return;
     }
+  }
+  if (req.state_shm || text_bytes(req) > kTokenizeAsideBytes) {
     reading_.insert(client);
     reader_->submit(client, std::move(req));
     return;
@@ -490,6 +493,18 @@ void Server::dispatch(const std::string& client, protocol::Request req) {
   } catch (const std::exception& e) {
     spdlog::error("request {}: {}", id, e.what());
     send_error(client, id, ErrorCode::kInternal, e.what());
+  }
+}
+
+void Server::prepare_aside(protocol::Request& req) const {
+  protocol::read_shm_state(req);
+  if (req.op == Op::kTokenize) {
+    if (!codec_) return;  // handle_request says so
+    protocol::Input& in = req.inputs.front();
+    in.tokens = codec_->encode(*in.text);
+    in.text.reset();
+  } else if (req.op != Op::kDetokenize) {
+    tokenize_inputs(req, codec_.get(), opt_.limits.max_tokens);
   }
 }
 
@@ -556,7 +571,8 @@ void Server::handle_request(const std::string& client, protocol::Request req) {
       if (!codec_)
         throw protocol::ProtocolError(ErrorCode::kUnsupported, "this model has no tokenizer");
       if (req.op == Op::kTokenize) {
-        const auto ids = codec_->encode(*req.inputs.front().text);
+        const protocol::Input& in = req.inputs.front();  // tokenized aside where it was large
+        const auto ids = in.text ? codec_->encode(*in.text) : in.tokens;
         ok.set("tokens", Value(Value::Array(ids.begin(), ids.end())));
       } else {
         protocol::validate_tokens(req.inputs.front().tokens, shape_.n_vocab);
@@ -568,25 +584,9 @@ void Server::handle_request(const std::string& client, protocol::Request req) {
     default:
       break;
   }
-  // Everything else runs on the engine thread; tokenize text here.
-  size_t total = 0;
-  for (auto& in : req.inputs) {
-    if (in.text) {
-      if (!codec_)
-        throw protocol::ProtocolError(ErrorCode::kUnsupported,
-                                      "this model has no tokenizer; send token ids");
-      in.tokens = codec_->encode(*in.text);
-      in.text.reset();
-      if (in.tokens.empty())
-        throw protocol::ProtocolError(ErrorCode::kBadValue, "text encodes to no tokens");
-    }
-    total += in.tokens.size();
-  }
-  if (total > opt_.limits.max_tokens) {
-    throw protocol::ProtocolError(ErrorCode::kTooLarge, std::to_string(total) +
-                                                            " tokens exceed the limit of " +
-                                                            std::to_string(opt_.limits.max_tokens));
-  }
+  // Everything else runs on the engine thread; texts are tokenized here (large ones were, on a
+  // reader thread: handle()).
+  tokenize_inputs(req, codec_.get(), opt_.limits.max_tokens);
   protocol::validate_for_model(req, shape_, opt_.limits);
   uint32_t& inflight = inflight_[client];
   if (inflight >= opt_.max_inflight_per_client && req.op != Op::kCancel) {

@@ -63,6 +63,9 @@ class Server {
   // The requests whose shared-memory states the reader has read, then the messages their
   // clients sent meanwhile, in order.
   void finish_reads();
+  // What a reader thread does to a request before it is handled: reads its shared-memory state,
+  // tokenizes its texts (const: reader threads share it).
+  void prepare_aside(protocol::Request& req) const;
   void wake();            // the server thread's poll returns (any thread)
   void post(Outgoing o);  // engine thread
   // A ring lease for a result the engine thread writes itself (Scheduler::Reserve); any thread.
