@@ -212,12 +212,12 @@ void Scheduler::accept(Job job) {
       break;
     case Op::kForward: {
       t->kind = Task::Kind::kForward;
-      // Validated against max_message_bytes by the server: reserving it is bounded.
+      // Its rows are reserved once it runs (admit()), not while it waits: a client's queued
+      // forwards would hold their output memory (up to max_message_bytes each) meanwhile.
       const protocol::ModelShape shape{backend_.hparams().n_vocab, 0, backend_.hparams().n_embd};
       const auto [rows, cols] =
           protocol::output_shape(job.req.output, job.req.inputs.front().tokens.size(), shape);
       t->embedding.shape = {static_cast<int64_t>(rows), static_cast<int64_t>(cols)};
-      t->embedding.data.reserve(rows * cols);
       break;
     }
     default:
@@ -615,6 +615,10 @@ void Scheduler::admit() {
     if (needs_slot) {
       allowance[t.job.client] -= 1;
       last_served_[t.job.client] = ++serve_clock_;
+    }
+    if (!t.done && t.kind == Task::Kind::kForward && t.embedding.data.capacity() == 0) {
+      // Validated against max_message_bytes by the server: bounded.
+      t.embedding.data.reserve(static_cast<size_t>(t.embedding.shape[0] * t.embedding.shape[1]));
     }
     if (!t.done) active_.push_back(std::move(*it));
     it = waiting_.erase(it);
