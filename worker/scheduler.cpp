@@ -423,8 +423,11 @@ Scheduler::Shares Scheduler::shares() {
     if (!t.preempted && s != nullptr && s->busy) continue;
     sh.add_demand(t.job.client, 1);
   }
-  for (const auto& e : embeds_) {
-    if (!e->cancelled) sh.add_demand(e->job.client, e->job.req.inputs.size() - e->next);
+  // Embeds count once due: slots kept for them before would idle through a step.
+  if (embeds_due(Clock::now())) {
+    for (const auto& e : embeds_) {
+      if (!e->cancelled) sh.add_demand(e->job.client, e->job.req.inputs.size() - e->next);
+    }
   }
   return sh;
 }
