@@ -124,6 +124,29 @@ TEST_F(WorkerTest, FloodingClientDoesNotStarveOthers) {
   EXPECT_EQ(generations, 16);
 }
 
+// PROTOCOL.md: a cancelled generate ends with finish_reason cancelled, also one that never got
+// a slot (it used to fail with the error cancelled).
+TEST_F(WorkerTest, AGenerateCancelledBeforeItStartsEndsWithFinishReasonCancelled) {
+  RWKVD_FIXTURE(model, kTiny);
+  worker::ServeOptions opt;
+  opt.heartbeat_ms = 0;
+  start(model, opt);
+  auto probe = connect();
+  Flood flood(endpoint_);
+  flood.send_generates(10, 16000);  // 8 slots: 9 and 10 wait
+  ASSERT_TRUE(eventually([&] { return slots_used(*probe) == 8; }));
+  flood.cancel(10);
+  for (int i = 0; i < 2; ++i) {
+    const auto rep = flood.next();
+    ASSERT_TRUE(rep.has_value());
+    ASSERT_TRUE(rep->ok) << rep->message;
+    if (rep->id != 10) continue;  // the cancel's answer
+    EXPECT_EQ(rep->body.find("finish_reason")->as_str(), "cancelled");
+    EXPECT_TRUE(rep->body.find("tokens")->as_array().empty());
+    EXPECT_EQ(rep->body.find("completion_tokens")->as_uint(), 0u);
+  }
+}
+
 TEST_F(WorkerTest, MoreClientsThanSlotsTakeTurnsWithoutChangingResults) {
   RWKVD_FIXTURE(model, kTiny);
   worker::ServeOptions opt;
