@@ -1,0 +1,85 @@
+#include "clients/cpp/connect.h"
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "clients/cpp/client.h"
+#include "protocol/curve_keys.h"
+#include "protocol/endpoint.h"
+#include "protocol/owned_path.h"
+
+namespace rwkvd::client {
+namespace {
+
+std::string how_to_start(const std::string& endpoint) {
+  std::string cmd = "rwkvd serve --model FILE.gguf";
+  if (endpoint != protocol::default_endpoint(false)) cmd += " --endpoint " + endpoint;
+  return "start one with `" + cmd + "`";
+}
+
+bool wants_curve(const std::string& endpoint) {
+  const char* env = std::getenv("RWKVD_CURVE");
+  return endpoint.rfind("tcp://", 0) == 0 || (env != nullptr && std::string(env) == "1");
+}
+
+// Our side of CURVE: the worker's public key and this user's client pair.
+void set_curve(zmq::socket_t& sock, const std::string& endpoint, std::string server_key) {
+  const std::string dir = protocol::open_curve_key_dir();
+  const auto client = protocol::read_curve_pair(dir, "client");
+  if (server_key.empty()) {
+    const char* env = std::getenv("RWKVD_SERVER_KEY");
+    if (env != nullptr && *env != '\0') {
+      server_key = env;
+    } else if (const auto server = protocol::read_curve_pair(dir, "server")) {
+      server_key = server->public_key;
+    }
+  }
+  if (!client || server_key.empty()) {
+    throw std::runtime_error(
+        endpoint + " needs CURVE keys and " + dir + " has " +
+        (client ? "no server.key" : "no client.key") +
+        ": a worker of this user makes both on its first tcp start; on another host, copy "
+        "client.key from the worker's host and give its server key in RWKVD_SERVER_KEY");
+  }
+  if (!protocol::is_z85_key(server_key)) {
+    throw std::runtime_error("the server key must be 40 Z85 characters: " + server_key);
+  }
+  sock.set(zmq::sockopt::curve_serverkey, server_key);
+  sock.set(zmq::sockopt::curve_publickey, client->public_key);
+  sock.set(zmq::sockopt::curve_secretkey, client->secret_key);
+}
+
+}  // namespace
+
+std::string no_answer_message(const std::string& endpoint) {
+  std::string why = "no worker is listening there, or it is stopped";
+  if (wants_curve(endpoint)) why += ", or it does not know this client's CURVE key";
+  return "no answer from " + endpoint + " to a hello within " + std::to_string(kHelloWait.count()) +
+         " ms: " + why + "; " + how_to_start(endpoint);
+}
+
+zmq::socket_t open_dealer(zmq::context_t& ctx, const std::string& endpoint,
+                          const std::string& routing_id, const std::string& server_key) {
+  if (const std::string path = protocol::ipc_path(endpoint); !path.empty()) {
+    const std::string dir = std::filesystem::path(path).parent_path().string();
+    struct stat st {};
+    const bool dir_exists = ::lstat(dir.c_str(), &st) == 0;
+    if (dir_exists) protocol::check_safe_dir(dir);
+    if (!dir_exists || !protocol::check_own_socket(path)) {
+      throw NoWorkerError("no worker at " + endpoint + ": there is no socket " + path + "; " +
+                          how_to_start(endpoint));
+    }
+  } else if (endpoint.rfind("tcp://", 0) != 0) {
+    throw std::invalid_argument("endpoint must be ipc://PATH or tcp://HOST:PORT: " + endpoint);
+  }
+  zmq::socket_t sock(ctx, zmq::socket_type::dealer);
+  sock.set(zmq::sockopt::linger, 0);
+  sock.set(zmq::sockopt::routing_id, routing_id);
+  if (wants_curve(endpoint)) set_curve(sock, endpoint, server_key);
+  sock.connect(endpoint);
+  return sock;
+}
+
+}  // namespace rwkvd::client
