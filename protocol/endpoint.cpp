@@ -37,6 +37,11 @@ std::string ipc_path(const std::string& endpoint) {
   return endpoint.rfind("ipc://", 0) == 0 ? endpoint.substr(6) : std::string();
 }
 
+std::string socket_dir(const std::string& path) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  return dir.empty() ? "." : dir;
+}
+
 bool is_default_dir(const std::string& dir) {
   const auto norm = [](const std::string& p) {
     return std::filesystem::path(p).lexically_normal().string();

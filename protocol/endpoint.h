@@ -10,6 +10,8 @@ namespace rwkvd::protocol {
 std::string default_endpoint(bool honour_env = true);
 // The filesystem path of an ipc endpoint ("" for others).
 std::string ipc_path(const std::string& endpoint);
+// The directory an ipc socket path lives in ("." for a bare name).
+std::string socket_dir(const std::string& path);
 // True when `dir` is the directory of one of the default endpoints (XDG or /tmp/rwkvd-<uid>).
 bool is_default_dir(const std::string& dir);
 

@@ -13,7 +13,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <stdexcept>
 
 namespace rwkvd::worker {
@@ -70,7 +69,7 @@ void prepare_endpoint(const std::string& endpoint, bool allow_remote) {
   if (path.size() >= sizeof(sockaddr_un::sun_path)) {
     throw std::runtime_error("ipc path too long for a unix socket: " + path);
   }
-  const std::string dir = std::filesystem::path(path).parent_path().string();
+  const std::string dir = protocol::socket_dir(path);
   if (protocol::is_default_dir(dir)) {
     protocol::make_private_dir(dir);  // ours and 0700, or refused
   } else {

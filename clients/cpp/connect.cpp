@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
-#include <filesystem>
 
 #include "clients/cpp/client.h"
 #include "protocol/curve_keys.h"
@@ -63,7 +62,7 @@ std::string no_answer_message(const std::string& endpoint) {
 zmq::socket_t open_dealer(zmq::context_t& ctx, const std::string& endpoint,
                           const std::string& routing_id, const std::string& server_key) {
   if (const std::string path = protocol::ipc_path(endpoint); !path.empty()) {
-    const std::string dir = std::filesystem::path(path).parent_path().string();
+    const std::string dir = protocol::socket_dir(path);
     struct stat st {};
     const bool dir_exists = ::lstat(dir.c_str(), &st) == 0;
     if (dir_exists) protocol::check_safe_dir(dir);
