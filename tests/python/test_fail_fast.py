@@ -99,3 +99,28 @@ def test_the_cli_reaches_a_running_worker(worker):
     r = subprocess.run([str(build_dir() / "tools" / "rwkvd"), "stats", "--endpoint",
                         worker.endpoint], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_the_connect_function_serves_asyncio_contexts_too(worker, nowhere):
+    import asyncio
+
+    import msgpack
+    import zmq.asyncio
+
+    from rwkvd import _connect
+
+    ctx = zmq.asyncio.Context()
+    try:
+        with pytest.raises(rwkvd.NoWorker, match="there is no socket"):
+            _connect.connect(ctx, f"ipc://{nowhere}/none.sock", b"pasync")
+        sock = _connect.connect(ctx, worker.endpoint, b"pasync")
+        assert isinstance(sock, zmq.asyncio.Socket)
+
+        async def hello():
+            await sock.send(msgpack.packb({"v": 1, "id": 7, "op": "hello"}))
+            return msgpack.unpackb(await asyncio.wait_for(sock.recv(), 10))
+
+        assert asyncio.run(hello())["id"] == 7
+        sock.close(linger=0)
+    finally:
+        ctx.term()

@@ -21,8 +21,6 @@ from .errors import CurveKeyError, NoWorker, UnsafeEndpoint
 
 # A worker answers a hello from its socket thread at once: silence this long means none is there.
 HELLO_WAIT_S = 1.0
-# The probe's request id: one the client's own counter never reaches.
-_PROBE_ID = 2 ** 64 - 1
 
 
 def _tmp_dir() -> str:
@@ -214,13 +212,21 @@ def _open(ctx: zmq.Context, endpoint: str, routing_id: bytes,
     return sock
 
 
-def _probe(sock: zmq.Socket, endpoint: str, wait: float) -> Dict[str, Any]:
-    sock.send(msgpack.packb({"v": 1, "id": _PROBE_ID, "op": "hello"}, use_bin_type=True))
-    deadline = time.monotonic() + wait
-    while sock.poll(max(0, int((deadline - time.monotonic()) * 1000))):
-        reply = msgpack.unpackb(sock.recv(), raw=False, strict_map_key=False)
-        if isinstance(reply, dict) and reply.get("id") == _PROBE_ID:
-            return reply
+def _probe(ctx: zmq.Context, endpoint: str, server_key: Optional[str],
+           wait: float) -> Dict[str, Any]:
+    """The worker's answer to a hello, on a short-lived synchronous socket of its own (so that
+    an asyncio context's caller gets the same check); NoWorker after `wait` seconds of silence."""
+    sync_ctx = zmq.Context.shadow(ctx.underlying)  # the caller's context, blocking sockets
+    sock = _open(sync_ctx, endpoint, b"probe-" + os.urandom(8).hex().encode(), server_key)
+    try:
+        sock.send(msgpack.packb({"v": 1, "id": 1, "op": "hello"}, use_bin_type=True))
+        deadline = time.monotonic() + wait
+        while sock.poll(max(0, int((deadline - time.monotonic()) * 1000))):
+            reply = msgpack.unpackb(sock.recv(), raw=False, strict_map_key=False)
+            if isinstance(reply, dict) and reply.get("id") == 1:
+                return reply
+    finally:
+        sock.close(linger=0)
     why = "no worker is listening there, or it is stopped"
     if _wants_curve(endpoint):
         why += ", or it does not know this client's CURVE key"
@@ -230,19 +236,15 @@ def _probe(sock: zmq.Socket, endpoint: str, wait: float) -> Dict[str, Any]:
 
 def connect(ctx: zmq.Context, endpoint: str, routing_id: bytes, *,
             server_key: Optional[str] = None, probe: bool = True) -> zmq.Socket:
-    """A DEALER connected to `endpoint` once the checks pass, and (probe) once the worker has
-    answered a hello within HELLO_WAIT_S.
+    """A DEALER of `ctx` (a zmq.asyncio.Context gives an asyncio socket) connected to
+    `endpoint` once the checks pass and (probe) the worker has answered a hello within
+    HELLO_WAIT_S.
 
     Raises UnsafeEndpoint for a socket or directory another user could have set up, NoWorker
     when there is no socket file or no answer, CurveKeyError when tcp keys are missing.
     server_key: the worker's CURVE public key (Z85) for a worker of another user or host;
     default $RWKVD_SERVER_KEY, else the user's own worker's.
     """
-    sock = _open(ctx, endpoint, routing_id, server_key)
     if probe:
-        try:
-            _probe(sock, endpoint, HELLO_WAIT_S)
-        except BaseException:
-            sock.close(linger=0)
-            raise
-    return sock
+        _probe(ctx, endpoint, server_key, HELLO_WAIT_S)
+    return _open(ctx, endpoint, routing_id, server_key)
