@@ -476,7 +476,7 @@ class Client:
         worker must not make close() take the whole timeout (the lease timeout covers a lost
         release)."""
         try:
-            if self._pending:
+            if self._pending and self._sock is not None:  # (no reconnecting just for this)
                 leases = list(self._pending)
                 self._pending.clear()  # not piggy-backed as well
                 self._send("release", {"leases": leases})
