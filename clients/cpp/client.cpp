@@ -117,20 +117,6 @@ Client::Client(std::string endpoint, std::chrono::milliseconds timeout, bool use
 void Client::connect() {
   impl_->disconnect();
   impl_->sock = open_dealer(impl_->ctx, endpoint_, impl_->routing_id, impl_->server_key);
-  // The hello is the probe: a worker answers it at once, so silence means there is none.
-  const auto full = impl_->timeout;
-  impl_->timeout = std::min(full, kHelloWait);
-  try {
-    hello();
-  } catch (const TimeoutError&) {
-    impl_->timeout = full;
-    impl_->disconnect();
-    throw NoWorkerError(no_answer_message(endpoint_));
-  } catch (...) {
-    impl_->timeout = full;
-    throw;
-  }
-  impl_->timeout = full;
 }
 
 Client::~Client() {

@@ -41,8 +41,9 @@ class TimeoutError : public std::runtime_error {
 };
 
 // No worker to talk to: no socket file at an ipc endpoint, or no answer to the first hello on a
-// connection within a second (connect.h). The message names the endpoint and how to start a
-// worker. An endpoint another user could have set up throws protocol::UnsafePathError instead.
+// connection within a second (3 s where a process accepted the connection: connect.h). The message
+// names the endpoint and how to start a worker. An endpoint another user could have set up throws
+// protocol::UnsafePathError instead.
 class NoWorkerError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -180,7 +181,7 @@ class Client {
   protocol::Reply call_with_state(protocol::Request& req,
                                   std::optional<std::span<const float>> state,
                                   const std::function<void(const protocol::Reply&)>& on_more = {});
-  // A fresh socket and its first hello, within kHelloWait or NoWorkerError.
+  // A fresh socket to a worker that answered a hello (connect.h), or NoWorkerError.
   void connect();
   void receive(std::span<const uint64_t> ids,
                const std::function<void(size_t, protocol::Reply)>& on_reply);

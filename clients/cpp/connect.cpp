@@ -2,12 +2,16 @@
 
 #include <sys/stat.h>
 
+#include <array>
 #include <cstdlib>
 
 #include "clients/cpp/client.h"
+#include "protocol/codec.h"
 #include "protocol/curve_keys.h"
 #include "protocol/endpoint.h"
+#include "protocol/messages.h"
 #include "protocol/owned_path.h"
+#include "protocol/shm_ring.h"
 
 namespace rwkvd::client {
 namespace {
@@ -52,11 +56,49 @@ void set_curve(zmq::socket_t& sock, const std::string& endpoint, std::string ser
 
 }  // namespace
 
-std::string no_answer_message(const std::string& endpoint) {
-  std::string why = "no worker is listening there, or it is stopped";
-  if (wants_curve(endpoint)) why += ", or it does not know this client's CURVE key";
-  return "no answer from " + endpoint + " to a hello within " + std::to_string(kHelloWait.count()) +
-         " ms: " + why + "; " + how_to_start(endpoint);
+// Waits for any answer to a hello on `sock` (connected after the monitor on `monitor_ep` was
+// set up): kHelloWait, or kHelloPatience once that monitor reports the ZeroMQ handshake done.
+void probe(zmq::context_t& ctx, zmq::socket_t& sock, const std::string& monitor_ep,
+           const std::string& endpoint) {
+  zmq::socket_t events(ctx, zmq::socket_type::pair);
+  events.connect(monitor_ep);
+  protocol::Request hello;
+  hello.op = protocol::Op::kHello;  // id 0: any reply at all will do
+  const std::string bytes = protocol::encode_request(hello);
+  sock.send(zmq::buffer(bytes), zmq::send_flags::none);
+  const auto start = std::chrono::steady_clock::now();
+  auto deadline = start + kHelloWait;
+  bool shook_hands = false;
+  for (auto now = start; now < deadline; now = std::chrono::steady_clock::now()) {
+    std::array<zmq::pollitem_t, 2> items{
+        {{sock.handle(), 0, ZMQ_POLLIN, 0}, {events.handle(), 0, ZMQ_POLLIN, 0}}};
+    zmq::poll(items.data(), items.size(),
+              std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now));
+    if ((items[0].revents & ZMQ_POLLIN) != 0) {
+      zmq::message_t reply;
+      (void)sock.recv(reply);
+      if (protocol::decode_reply(reply.to_string_view()).heartbeat) continue;
+      zmq_socket_monitor(sock.handle(), nullptr, 0);
+      return;
+    }
+    if ((items[1].revents & ZMQ_POLLIN) != 0) {
+      zmq::message_t frame;
+      while (events.recv(frame, zmq::recv_flags::dontwait)) {
+      }
+      shook_hands = true;
+      deadline = start + kHelloPatience;
+    }
+  }
+  zmq_socket_monitor(sock.handle(), nullptr, 0);
+  throw NoWorkerError(
+      "no answer from " + endpoint + " to a hello within " +
+      std::to_string((shook_hands ? kHelloPatience : kHelloWait).count()) + " ms: " +
+      (shook_hands
+           ? std::string("a process accepted the connection but did not answer (a stuck "
+                         "or overloaded worker?)")
+           : std::string("no worker is listening there, or it is stopped") +
+                 (wants_curve(endpoint) ? ", or it does not know this client's CURVE key" : "")) +
+      "; " + how_to_start(endpoint));
 }
 
 zmq::socket_t open_dealer(zmq::context_t& ctx, const std::string& endpoint,
@@ -77,7 +119,12 @@ zmq::socket_t open_dealer(zmq::context_t& ctx, const std::string& endpoint,
   sock.set(zmq::sockopt::linger, 0);
   sock.set(zmq::sockopt::routing_id, routing_id);
   if (wants_curve(endpoint)) set_curve(sock, endpoint, server_key);
+  const std::string monitor_ep = "inproc://rwkvd-handshake-" + protocol::random_hex(8);
+  if (zmq_socket_monitor(sock.handle(), monitor_ep.c_str(), ZMQ_EVENT_HANDSHAKE_SUCCEEDED) != 0) {
+    throw zmq::error_t();
+  }
   sock.connect(endpoint);
+  probe(ctx, sock, monitor_ep, endpoint);
   return sock;
 }
 

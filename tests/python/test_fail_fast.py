@@ -124,3 +124,23 @@ def test_the_connect_function_serves_asyncio_contexts_too(worker, nowhere):
         sock.close(linger=0)
     finally:
         ctx.term()
+
+
+def test_a_socket_that_shakes_hands_and_never_answers(nowhere):
+    """A stuck worker: ZeroMQ's handshake succeeds, so the client gives it the 3 s a silent
+    worker gets (PROTOCOL.md, Heartbeats), then says so."""
+    import zmq
+
+    ep = f"ipc://{nowhere}/hole.sock"
+    ctx = zmq.Context()
+    hole = ctx.socket(zmq.ROUTER)
+    hole.bind(ep)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(rwkvd.NoWorker, match="did not answer") as e:
+            rwkvd.Client(ep)
+        assert 2.5 < time.monotonic() - t0 < 3 + BOUND_S
+        expect_no_worker(str(e.value), ep, "within 3 s")
+    finally:
+        hole.close(linger=0)
+        ctx.term()

@@ -140,11 +140,11 @@ TEST_F(FaultTest, ClientSaysThereIsNoWorkerWithinASecond) {
       EXPECT_NE(msg.find(ep), std::string::npos) << msg;
       EXPECT_NE(msg.find("rwkvd serve --model FILE.gguf"), std::string::npos) << msg;
     }
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));  // not 60 s
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(8));  // not 60 s
   };
   no_worker("there is no socket");
-  BlackHole hole(ep);
-  no_worker("no answer");
+  BlackHole hole(ep);  // it shakes hands, then says nothing: 3 s (connect.h)
+  no_worker("did not answer");
 }
 
 TEST_F(FaultTest, ClientTimesOutOnAStuckWorkerThenReconnectsToANewOne) {

@@ -12,15 +12,20 @@ from __future__ import annotations
 import os
 import stat
 import time
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Iterator, Optional, Tuple
 
 import msgpack
 import zmq
 
 from .errors import CurveKeyError, NoWorker, UnsafeEndpoint
 
-# A worker answers a hello from its socket thread at once: silence this long means none is there.
+# How long a fresh connection's hello may go unanswered before the client says there is no
+# worker: a live worker answers from its socket thread at once. Once ZeroMQ's handshake with the
+# other end has succeeded (a live process there, and with CURVE one that knows our key), the wait
+# grows to HELLO_PATIENCE_S, what a silent worker gets before it is presumed gone (3 heartbeat
+# intervals, PROTOCOL.md): a loaded machine is not "no worker". (clients/cpp/connect.h too.)
 HELLO_WAIT_S = 1.0
+HELLO_PATIENCE_S = 3.0
 
 
 def _tmp_dir() -> str:
@@ -188,6 +193,8 @@ def _set_curve(sock: zmq.Socket, endpoint: str, server_key: Optional[str]) -> No
 
 def _open(ctx: zmq.Context, endpoint: str, routing_id: bytes,
           server_key: Optional[str]) -> zmq.Socket:
+    """A DEALER set up for `endpoint` once the checks pass; not connected yet (so that a
+    monitor can be attached first)."""
     if endpoint.startswith("ipc://"):
         path = endpoint[len("ipc://"):]
         directory = os.path.dirname(path) or "."
@@ -205,31 +212,48 @@ def _open(ctx: zmq.Context, endpoint: str, routing_id: bytes,
     try:
         if _wants_curve(endpoint):
             _set_curve(sock, endpoint, server_key)
-        sock.connect(endpoint)
     except (zmq.ZMQError, CurveKeyError):
         sock.close(linger=0)
         raise
     return sock
 
 
-def _probe(ctx: zmq.Context, endpoint: str, server_key: Optional[str],
-           wait: float) -> Dict[str, Any]:
-    """The worker's answer to a hello, on a short-lived synchronous socket of its own (so that
-    an asyncio context's caller gets the same check); NoWorker after `wait` seconds of silence."""
+def _probe(ctx: zmq.Context, endpoint: str, server_key: Optional[str]) -> None:
+    """Returns once the worker answers a hello, sent on a short-lived synchronous socket of its
+    own (so that an asyncio context's caller gets the same check); NoWorker after HELLO_WAIT_S
+    (HELLO_PATIENCE_S once the handshake succeeded) of silence."""
     sync_ctx = zmq.Context.shadow(ctx.underlying)  # the caller's context, blocking sockets
     sock = _open(sync_ctx, endpoint, b"probe-" + os.urandom(8).hex().encode(), server_key)
+    events = sock.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
+    shook_hands = False
     try:
+        sock.connect(endpoint)
         sock.send(msgpack.packb({"v": 1, "id": 1, "op": "hello"}, use_bin_type=True))
-        deadline = time.monotonic() + wait
-        while sock.poll(max(0, int((deadline - time.monotonic()) * 1000))):
-            reply = msgpack.unpackb(sock.recv(), raw=False, strict_map_key=False)
-            if isinstance(reply, dict) and reply.get("id") == 1:
-                return reply
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(events, zmq.POLLIN)
+        start = time.monotonic()
+        deadline = start + HELLO_WAIT_S
+        while time.monotonic() < deadline:
+            ready = dict(poller.poll(max(0, int((deadline - time.monotonic()) * 1000))))
+            if sock in ready:
+                return  # any reply at all: a worker is there
+            if events in ready:
+                events.recv_multipart()
+                shook_hands = True
+                deadline = start + HELLO_PATIENCE_S
     finally:
+        sock.disable_monitor()
+        events.close(linger=0)
         sock.close(linger=0)
-    why = "no worker is listening there, or it is stopped"
-    if _wants_curve(endpoint):
-        why += ", or it does not know this client's CURVE key"
+    if shook_hands:
+        why = ("a process accepted the connection but did not answer (a stuck or overloaded "
+               "worker?)")
+    else:
+        why = "no worker is listening there, or it is stopped"
+        if _wants_curve(endpoint):
+            why += ", or it does not know this client's CURVE key"
+    wait = HELLO_PATIENCE_S if shook_hands else HELLO_WAIT_S
     raise NoWorker(f"no answer from {endpoint} to a hello within {wait:g} s: {why}; "
                    f"{how_to_start(endpoint)}")
 
@@ -246,5 +270,7 @@ def connect(ctx: zmq.Context, endpoint: str, routing_id: bytes, *,
     default $RWKVD_SERVER_KEY, else the user's own worker's.
     """
     if probe:
-        _probe(ctx, endpoint, server_key, HELLO_WAIT_S)
-    return _open(ctx, endpoint, routing_id, server_key)
+        _probe(ctx, endpoint, server_key)
+    sock = _open(ctx, endpoint, routing_id, server_key)
+    sock.connect(endpoint)
+    return sock
