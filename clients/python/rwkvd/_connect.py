@@ -1,6 +1,6 @@
 """How a client reaches its worker (the rules of protocol/owned_path.h and curve_keys.h, and
 clients/cpp/connect.cpp, in Python): the endpoint checked, CURVE keys where the worker requires
-them, and a hello that must be answered within a second.
+them, and a hello that must be answered within a second (3 s once a live process shook hands).
 
 An ipc socket is only as private as the directories above it: another user who can write one of
 them can put an impostor's socket in the worker's place. So every directory on the way, as
