@@ -468,7 +468,7 @@ void run_client_bench(const BenchOptions& o, BenchReport& report) {
   const int R = std::max(1, o.repeats);
   const bench::Sizes sizes(o);
   const std::string email = bench::document(o);
-  const std::vector<std::string> fields = bench::read_lines(o.fields_path);
+  const std::vector<std::string> fields = bench::field_prompts(o);
 
   char tmpl[] = "/tmp/rwkvd-bench-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) {
