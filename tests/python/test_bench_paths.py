@@ -3,6 +3,7 @@ the checkout (the fixtures come from --text / --vocab-file or $RWKVD_FIXTURES), 
 scripts parse."""
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -34,3 +35,11 @@ def test_bench_without_text_or_fixtures_says_what_to_give(tmp_path):
 def test_bench_scripts_parse(script):
     r = subprocess.run(["bash", "-n", str(REPO / script)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_the_llama_driver_runs_from_the_repo():
+    # bench-gpu and bench-bundle take it from bench/llama/: it must import from there alone.
+    r = subprocess.run([sys.executable, str(REPO / "bench" / "llama" / "llama_bench_rwkv7.py"),
+                        "--help"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "--lib-dir" in r.stdout and "--require-dev" in r.stdout
