@@ -10,6 +10,7 @@ namespace rwkvd::worker {
 struct ServeOptions {
   std::string endpoint;                 // empty: default_endpoint()
   bool allow_remote = false;            // tcp on a non-loopback address
+  bool curve = false;                   // CURVE over ipc too (tcp always has it)
   bool coalesce_embeds = true;          // false: each embed request is its own engine run
   uint32_t batch_window_us = 2000;      // embed coalescing: wait this long for company
   uint32_t embed_token_budget = 16384;  // ... or until this many tokens are queued

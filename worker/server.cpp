@@ -44,10 +44,7 @@ Server::Server(std::unique_ptr<engine::Backend> backend, std::shared_ptr<const T
 
 Server::~Server() {
   if (scheduler_) scheduler_->stop();
-  if (bound_) {
-    const std::string path = ipc_path(opt_.endpoint);
-    if (!path.empty()) std::filesystem::remove(path);
-  }
+  if (bound_) remove_endpoint(socket_file_);
 }
 
 std::unique_ptr<protocol::ShmRing> Server::make_ring(const ServeOptions& options) {
@@ -73,7 +70,15 @@ void Server::bind() {
 void Server::bind(std::unique_ptr<protocol::ShmRing> ring) {
   prepare_endpoint(opt_.endpoint, opt_.allow_remote);
   ring_ = std::move(ring);
+  // CURVE: always over tcp (other users of the host, or other hosts, can reach it), over ipc
+  // when asked (its directory already keeps other users out).
+  if ((opt_.curve || opt_.endpoint.rfind("tcp://", 0) == 0) && !auth_) {
+    auth_ = std::make_unique<CurveAuth>(ctx_);
+    spdlog::info("CURVE: server key {}, {} client key(s) admitted", auth_->public_key(),
+                 auth_->n_clients());
+  }
   router_ = zmq::socket_t(ctx_, zmq::socket_type::router);
+  if (auth_) auth_->apply(router_);
   // Mandatory: a send to a vanished client fails (EHOSTUNREACH) and one to a client whose queue
   // is full fails (EAGAIN) instead of being dropped silently; both tell us to drop its work.
   router_.set(zmq::sockopt::router_mandatory, 1);
@@ -98,7 +103,7 @@ void Server::bind(std::unique_ptr<protocol::ShmRing> ring) {
   }
   ::umask(old);
   bound_ = true;
-  secure_endpoint(opt_.endpoint);
+  socket_file_ = secure_endpoint(opt_.endpoint);
   if (opt_.endpoint.rfind("tcp://", 0) == 0 && opt_.endpoint.back() == '*') {
     opt_.endpoint = router_.get(zmq::sockopt::last_endpoint);
   }
@@ -611,8 +616,7 @@ void Server::run() {
   retry_parked(true);
   router_.set(zmq::sockopt::linger, 1000);  // let the shutting_down replies out
   router_.close();
-  const std::string path = ipc_path(opt_.endpoint);
-  if (!path.empty()) std::filesystem::remove(path);
+  remove_endpoint(socket_file_);
   bound_ = false;
   ring_.reset();  // unlinks the segment
   spdlog::info("stopped");

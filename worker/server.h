@@ -16,6 +16,8 @@
 
 #include "engine/backend.h"
 #include "protocol/shm_ring.h"
+#include "worker/curve_auth.h"
+#include "worker/endpoint.h"
 #include "worker/job.h"
 #include "worker/options.h"
 #include "worker/scheduler.h"
@@ -95,6 +97,7 @@ class Server {
   std::unordered_map<std::string, std::deque<std::string>> held_;
 
   zmq::context_t ctx_;
+  std::unique_ptr<CurveAuth> auth_;  // for tcp (and ipc with --curve); before router_ binds
   zmq::socket_t router_;
   zmq::socket_t wake_pull_;
   zmq::socket_t wake_push_;  // used under outbox_mu_ by the engine and reader threads
@@ -115,6 +118,7 @@ class Server {
   Clock::time_point last_drop_log_{};
   std::atomic<bool> stop_{false};
   bool bound_ = false;
+  BoundSocket socket_file_;  // the ipc socket file bind() made: the only one stop() removes
 };
 
 }  // namespace rwkvd::worker

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <zmq.hpp>
 
+#include "clients/cpp/connect.h"
 #include "protocol/codec.h"
 #include "protocol/endpoint.h"
 #include "protocol/ring_view.h"
@@ -88,14 +89,11 @@ struct Client::Impl {
   size_t shm_input_min_bytes = size_t{1} << 20;
   std::shared_ptr<PendingReleases> pending = std::make_shared<PendingReleases>();
 
-  // A fresh DEALER: nothing queued for a dead worker survives, and the next call says hello
-  // again (mapping the ring of whichever worker now listens on the endpoint).
-  void reset() {
-    if (sock) sock.close();  // linger 0 (set below): queued requests are dropped
-    sock = zmq::socket_t(ctx, zmq::socket_type::dealer);
-    sock.set(zmq::sockopt::linger, 0);
-    sock.set(zmq::sockopt::routing_id, routing_id);
-    sock.connect(endpoint);
+  std::string server_key;
+  // Drops the socket: nothing queued for a dead worker survives, and the next call connects
+  // afresh and says hello again (mapping the ring of whichever worker now listens there).
+  void disconnect() {
+    if (sock) sock.close();  // linger 0 (connect.h): queued requests are dropped
     forget_ring();
   }
   void forget_ring() {
@@ -105,13 +103,20 @@ struct Client::Impl {
   }
 };
 
-Client::Client(std::string endpoint, std::chrono::milliseconds timeout, bool use_shm)
+Client::Client(std::string endpoint, std::chrono::milliseconds timeout, bool use_shm,
+               std::string server_key)
     : impl_(std::make_unique<Impl>()),
       endpoint_(endpoint.empty() ? protocol::default_endpoint() : std::move(endpoint)) {
   impl_->endpoint = endpoint_;
   impl_->timeout = timeout;
   impl_->use_shm = use_shm;
-  impl_->reset();
+  impl_->server_key = std::move(server_key);
+  connect();
+}
+
+void Client::connect() {
+  impl_->disconnect();
+  impl_->sock = open_dealer(impl_->ctx, endpoint_, impl_->routing_id, impl_->server_key);
 }
 
 Client::~Client() {
@@ -124,7 +129,7 @@ Client::~Client() {
       std::lock_guard lock(impl_->pending->mu);
       req.leases.swap(impl_->pending->ids);
     }
-    if (req.leases.empty()) return;
+    if (req.leases.empty() || !impl_->sock) return;
     req.id = impl_->next_id++;
     const std::string bytes = protocol::encode_request(req);
     impl_->sock.set(zmq::sockopt::linger, 200);
@@ -184,6 +189,7 @@ std::vector<protocol::Reply> Client::call_all(std::vector<Request>& reqs,
 }
 
 void Client::send(Request& req, std::optional<std::span<const float>> state) {
+  if (!impl_->sock) connect();  // after a timeout dropped the last one
   req.id = impl_->next_id++;
   // A ring whose worker has exited belongs to a worker that was restarted under us: stop asking
   // for shm tensors until a hello maps the new one.
@@ -231,9 +237,9 @@ void Client::receive(std::span<const uint64_t> ids,
     zmq::pollitem_t item{impl_->sock.handle(), 0, ZMQ_POLLIN, 0};
     zmq::poll(&item, 1, std::max(left, std::chrono::milliseconds(0)));
     if (!(item.revents & ZMQ_POLLIN)) {
-      // The worker is gone or stuck. Start over on a fresh socket so the next call reaches a
-      // restarted worker without stale requests queued ahead of it.
-      impl_->reset();
+      // The worker is gone or stuck. Start over on a fresh socket (at the next call) so that it
+      // reaches a restarted worker without stale requests queued ahead of it.
+      impl_->disconnect();
       if (dead_first) {
         throw TimeoutError("no reply and no heartbeat from " + endpoint_ + " for " +
                            std::to_string(liveness.count()) + " ms: the worker is gone");

@@ -22,6 +22,9 @@ sys.path.insert(0, str(REPO / "clients" / "python"))  # importable from the sour
 
 import rwkvd  # noqa: E402
 
+# CURVE keys (made by workers on tcp) go to a directory of the test run, not the user's own.
+os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="rwkvd-test-config-")
+
 
 def build_dir() -> Path:
     return Path(os.environ.get("RWKVD_BUILD_DIR") or REPO / "build")
@@ -63,7 +66,7 @@ class Worker:
                     with rwkvd.Client(self.endpoint, timeout=2) as c:
                         c.hello()
                     break
-                except rwkvd.RequestTimeout:
+                except (rwkvd.RequestTimeout, rwkvd.NoWorker):
                     pass
             if time.time() > deadline:
                 raise RuntimeError("worker did not come up:\n" + self.read_log())

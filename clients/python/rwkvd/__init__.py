@@ -13,9 +13,11 @@ run with RnnOption, back_state().to_numpy(), embed, EmbeddingCache); see clients
 """
 from .client import (OUTPUTS, Chunk, Client, ForwardResult, GenerateResult, Session,
                      default_endpoint)
-from .errors import (ErrorCode, ProtocolViolation, RequestTimeout, RwkvdError, WorkerError)
+from .errors import (CurveKeyError, ErrorCode, NoWorker, ProtocolViolation, RequestTimeout,
+                     RwkvdError, UnsafeEndpoint, WorkerError)
 
 __all__ = ["Client", "Session", "Chunk", "GenerateResult", "ForwardResult", "OUTPUTS",
            "default_endpoint", "ErrorCode",
-           "RwkvdError", "WorkerError", "RequestTimeout", "ProtocolViolation"]
+           "RwkvdError", "WorkerError", "RequestTimeout", "ProtocolViolation", "NoWorker",
+           "UnsafeEndpoint", "CurveKeyError"]
 __version__ = "0.1.0"

@@ -26,29 +26,14 @@ import msgpack
 import numpy as np
 import zmq
 
-from . import _shm
+from . import _connect, _shm
+from ._connect import default_endpoint
 from .errors import ProtocolViolation, RequestTimeout, WorkerError
 
 PROTOCOL_VERSION = 1
 # Silence for this many of the worker's heartbeat intervals while waiting: the worker is gone.
 HEARTBEAT_LIVENESS = 3
 Prompt = Union[str, Sequence[int]]
-
-
-def default_endpoint() -> str:
-    """$RWKVD_ENDPOINT, else the worker's default per-user ipc socket."""
-    env = os.environ.get("RWKVD_ENDPOINT")
-    if env:
-        return env
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg:
-        try:
-            st = os.stat(xdg)
-            if os.path.isdir(xdg) and st.st_uid == os.getuid():
-                return f"ipc://{xdg}/rwkvd.sock"
-        except OSError:
-            pass
-    return f"ipc:///tmp/rwkvd-{os.getuid()}/rwkvd.sock"
 
 
 @dataclass
@@ -120,10 +105,16 @@ class Client:
         endpoint: "ipc://PATH" or "tcp://HOST:PORT"; default: default_endpoint().
         timeout: seconds to wait for each reply message before RequestTimeout.
         use_shm: map the worker's shared-memory ring when possible (else tensors come inline).
+        server_key: the worker's CURVE public key for tcp to a worker of another host (default
+            $RWKVD_SERVER_KEY, else this user's own worker's: docs/THREAT_MODEL.md).
+
+    Connects at once: NoWorker within about a second when no worker answers, UnsafeEndpoint when
+    the socket could be another user's.
     """
 
     def __init__(self, endpoint: Optional[str] = None, timeout: float = 60.0,
-                 use_shm: bool = True) -> None:
+                 use_shm: bool = True, server_key: Optional[str] = None) -> None:
+        self._server_key = server_key
         self.endpoint = endpoint or default_endpoint()
         self.timeout = timeout
         self._use_shm = use_shm
@@ -132,7 +123,11 @@ class Client:
         # guessable), kept across socket resets. A leading zero byte is reserved by ZeroMQ.
         self._routing_id = b"p" + os.urandom(16).hex().encode()
         self._sock: Optional[zmq.Socket] = None
-        self._reset_socket()
+        try:
+            self._open_socket()
+        except BaseException:
+            self._ctx.term()
+            raise
         self._next_id = 1
         # Lease ids of garbage-collected arrays. Finalizers only append here (they may run at any
         # moment, even inside a socket call); the next request carries them.
@@ -146,14 +141,19 @@ class Client:
 
     # ---- plumbing ----
 
+    def _open_socket(self) -> None:
+        """A fresh DEALER (same identity) once the endpoint checks out and the worker answered a
+        hello within a second (_connect.py); the next call says hello and maps the ring again."""
+        self._sock = _connect.connect(self._ctx, self.endpoint, self._routing_id,
+                                      server_key=self._server_key)
+        self._forget_ring()
+
     def _reset_socket(self) -> None:
-        """A fresh DEALER (same identity); the next call says hello and maps the ring again."""
+        """Drops the DEALER, and with it requests queued for a dead worker: the next call
+        connects afresh."""
         if self._sock is not None:
-            self._sock.close(linger=0)  # requests queued for a dead worker go with it
-        self._sock = self._ctx.socket(zmq.DEALER)
-        self._sock.setsockopt(zmq.LINGER, 200)
-        self._sock.setsockopt(zmq.ROUTING_ID, self._routing_id)
-        self._sock.connect(self.endpoint)
+            self._sock.close(linger=0)
+            self._sock = None
         self._forget_ring()
 
     def _forget_ring(self) -> None:
@@ -162,6 +162,8 @@ class Client:
         self._liveness: Optional[float] = None  # learnt from hello: see _recv
 
     def _send(self, op: str, fields: Dict[str, Any]) -> int:
+        if self._sock is None:
+            self._open_socket()
         rid = self._next_id
         self._next_id += 1
         if self._ring is not None and not self._ring.worker_alive():
@@ -394,7 +396,7 @@ class Client:
                 return
         finally:
             self._drop_inputs()
-            if not finished:
+            if not finished and self._sock is not None:  # (a dropped socket took it along)
                 try:
                     self._send("cancel", {"target": rid})
                 except zmq.ZMQError:
@@ -474,13 +476,14 @@ class Client:
         worker must not make close() take the whole timeout (the lease timeout covers a lost
         release)."""
         try:
-            if self._pending:
+            if self._pending and self._sock is not None:  # (no reconnecting just for this)
                 leases = list(self._pending)
                 self._pending.clear()  # not piggy-backed as well
                 self._send("release", {"leases": leases})
         except zmq.ZMQError:
             pass
-        self._sock.close(linger=200)
+        if self._sock is not None:
+            self._sock.close(linger=200)
         self._ctx.term()
 
     def __enter__(self) -> "Client":

@@ -57,3 +57,17 @@ class RequestTimeout(RwkvdError, TimeoutError):
 
 class ProtocolViolation(RwkvdError):
     """The worker sent something this client cannot understand."""
+
+
+class NoWorker(RwkvdError, ConnectionError):
+    """No worker at the endpoint: no socket file, or no answer to a hello within a second. The
+    message names the endpoint and how to start a worker."""
+
+
+class UnsafeEndpoint(RwkvdError, PermissionError):
+    """The endpoint's socket, or a directory on its way, is another user's or writable by others:
+    a socket there could be an impostor's, so the client refuses to connect."""
+
+
+class CurveKeyError(RwkvdError):
+    """A tcp endpoint needs CURVE keys (docs/THREAT_MODEL.md) and they are missing or unusable."""
