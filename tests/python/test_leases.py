@@ -1,0 +1,125 @@
+"""Zero-copy results that cannot go stale: an array that views the worker's ring keeps its lease
+for as long as the program holds it, however long that is and however many requests follow;
+when the ring is full, results come inline (a copy) instead of taking a held lease back; an
+array that is garbage-collected gives its space back. On a worker with a 1 MiB ring and a 2 s
+lease timeout, so that both the ring and the timeout are passed many times over."""
+from __future__ import annotations
+
+import gc
+import time
+
+import numpy as np
+import pytest
+
+from conftest import start_worker
+
+LEASE_TIMEOUT_S = 2
+
+
+@pytest.fixture(scope="module")
+def tiny_ring(synthetic_model):
+    yield from start_worker(synthetic_model, "--shm-mb", "1",
+                            "--lease-timeout-s", str(LEASE_TIMEOUT_S))
+
+
+def in_ring(client, arr: np.ndarray) -> bool:
+    return np.shares_memory(arr, np.frombuffer(client._ring.mm, dtype=np.uint8))
+
+
+def addr(arr: np.ndarray) -> int:
+    return arr.__array_interface__["data"][0]
+
+
+def shm_stats(client) -> dict:
+    return client.stats()["shm"]
+
+
+def later_embeds(client, n: int, group: int = 50) -> None:
+    """n more embed requests, `group` in flight at a time (the worker batches them), each
+    result taken as an array and dropped, as a program would."""
+    for at in range(0, n, group):
+        replies = client.call_all([("embed", {"text": f"later request {i}"})
+                                   for i in range(at, min(n, at + group))])
+        for r in replies:
+            client._tensor(r["embeddings"])
+
+
+def test_arrays_kept_past_the_timeout_and_thousands_of_requests_keep_every_byte(tiny_ring):
+    texts = ["the first of four", "a second text", "third", "and a fourth one"]
+    with tiny_ring.client() as c, c.session() as s:
+        e = c.embed(texts)
+        keep = e.copy()
+        s.feed("a session whose state is kept " * 8)
+        st = s.state()
+        keep_st = st.copy()
+        logits = c.forward([5, 6, 7, 8], output="all_logits").output
+        keep_logits = logits.copy()
+        assert in_ring(c, e) and in_ring(c, st) and in_ring(c, logits)
+        time.sleep(2 * LEASE_TIMEOUT_S)  # every lease is past its timeout
+        later_embeds(c, 1500)
+        for i in range(1000):  # ~200 KiB each: the 1 MiB ring is cycled through 200 times
+            s.state()
+        assert np.array_equal(e, keep)
+        assert np.array_equal(st, keep_st)
+        assert np.array_equal(logits, keep_logits)
+        assert in_ring(c, e) and in_ring(c, st) and in_ring(c, logits)  # still zero-copy
+        shm = shm_stats(c)
+        # The worker asked whether we were still there instead of taking the leases back.
+        assert shm["events"].get("owner_checks", 0) >= 1
+        assert "expired" not in shm["events"]
+        del e, st, logits
+
+
+def test_a_full_ring_answers_inline_and_counts_it(tiny_ring):
+    with tiny_ring.client() as c, c.session() as s:
+        s.feed("fill the ring " * 20)
+        before = shm_stats(c)["events"]
+        held, copies = [], []
+        for _ in range(64):  # a state is ~198 KiB: a handful fill 1 MiB
+            st = s.state()
+            if not in_ring(c, st):
+                break
+            held.append(st)
+            copies.append(st.copy())
+        else:
+            pytest.fail("64 states held and the 1 MiB ring never filled")
+        assert len(held) >= 3
+        more = [s.state() for _ in range(20)]  # no room for one: each comes inline
+        assert not any(in_ring(c, m) for m in more)
+        assert all(np.array_equal(m, more[0]) for m in more)
+        after = shm_stats(c)["events"]
+        assert after.get("inline_fallbacks", 0) - before.get("inline_fallbacks", 0) >= 20
+        for h, k in zip(held, copies):
+            assert np.array_equal(h, k)
+        del held, more, st
+
+
+def wait_ring_empty(client) -> None:
+    """Until no client holds a lease (those of earlier tests' clients are released)."""
+    deadline = time.monotonic() + 10
+    while shm_stats(client)["leases"] > 0:
+        assert time.monotonic() < deadline, "leases of closed clients were never given back"
+        time.sleep(0.05)
+
+
+def test_collected_arrays_give_their_space_back(tiny_ring):
+    with tiny_ring.client() as c, c.session() as s:
+        wait_ring_empty(c)
+        s.feed("space comes back " * 20)
+        held = []
+        while True:
+            st = s.state()
+            if not in_ring(c, st):
+                break
+            held.append(st)
+        full = shm_stats(c)
+        spans = [(addr(h), addr(h) + h.nbytes) for h in held]
+        del held, st
+        gc.collect()
+        back = s.state()  # carries the releases of the collected arrays
+        assert in_ring(c, back)
+        start, end = addr(back), addr(back) + back.nbytes
+        assert any(a < end and start < b for a, b in spans)  # the same space, used again
+        now = shm_stats(c)
+        assert now["bytes_in_use"] < full["bytes_in_use"]
+        assert now["leases"] < full["leases"]
