@@ -56,8 +56,11 @@ def test_arrays_kept_past_the_timeout_and_thousands_of_requests_keep_every_byte(
         keep_logits = logits.copy()
         assert in_ring(c, e) and in_ring(c, st) and in_ring(c, logits)
         time.sleep(2 * LEASE_TIMEOUT_S)  # every lease is past its timeout
-        later_embeds(c, 1500)
-        for i in range(1000):  # ~200 KiB each: the 1 MiB ring is cycled through 200 times
+        # Thousands of results after them: embeds like the ones kept, and states (~200 KiB
+        # each, so the 1 MiB ring is cycled through 400 times; embeds alone cost ~6 ms each
+        # on a 2-core machine).
+        later_embeds(c, 300)
+        for i in range(2000):
             s.state()
         assert np.array_equal(e, keep)
         assert np.array_equal(st, keep_st)
@@ -123,3 +126,30 @@ def test_collected_arrays_give_their_space_back(tiny_ring):
         now = shm_stats(c)
         assert now["bytes_in_use"] < full["bytes_in_use"]
         assert now["leases"] < full["leases"]
+
+
+def test_arrays_outliving_their_client_keep_their_bytes_and_free_the_ring(tiny_ring):
+    with tiny_ring.client() as watcher:
+        wait_ring_empty(watcher)
+        c = tiny_ring.client()
+        s = c.session()
+        s.feed("outlives its client " * 10)
+        st = s.state()
+        e = c.embed(["one", "two", "three"])
+        rows = e[1:]  # a view of a view: the same lease
+        keep_st, keep_e = st.copy(), e.copy()
+        assert in_ring(c, st) and in_ring(c, e)
+        assert shm_stats(watcher)["leases"] == 2
+        c.close()
+        deadline = time.monotonic() + 5  # the release is sent, not waited for
+        while shm_stats(watcher)["leases"] > 0:
+            assert time.monotonic() < deadline, "close() did not give the leases back"
+            time.sleep(0.01)
+        for _ in range(50):  # others' results now land where these arrays were
+            with tiny_ring.client() as other, other.session() as o:
+                o.feed("overwrite")
+                o.state()
+                other.embed(["x", "y", "z"])
+        assert np.array_equal(st, keep_st)
+        assert np.array_equal(e, keep_e) and np.array_equal(rows, keep_e[1:])
+        assert not st.flags.writeable
