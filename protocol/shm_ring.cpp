@@ -397,6 +397,24 @@ const float* ShmReader::resolve(const ShmRef& ref) const {
   return view_->resolve(ref).data();
 }
 
+bool ShmReader::detach(uint64_t offset, uint64_t bytes) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t size = map_->region.get_size();
+  if (offset > size || bytes > size - offset) return false;
+  const uint64_t start = offset / page * page;
+  const uint64_t n = align_up(offset + bytes, page) - start;
+  char* at = static_cast<char*>(map_->region.get_address()) + start;
+  void* tmp = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (tmp == MAP_FAILED) return false;
+  std::memcpy(tmp, at, n);
+  if (::mprotect(tmp, n, PROT_READ) != 0 ||
+      ::mremap(tmp, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, at) != at) {
+    ::munmap(tmp, n);
+    return false;
+  }
+  return true;
+}
+
 bool ShmReader::worker_alive() const {
   const auto pid = static_cast<pid_t>(view_->header().pid);
   return pid > 0 && !(::kill(pid, 0) != 0 && errno == ESRCH);

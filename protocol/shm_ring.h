@@ -173,6 +173,12 @@ class ShmReader {
   // generation; throws ProtocolError (kBadValue out of bounds, kUnknownLease if not current).
   const float* resolve(const ShmRef& ref) const;
   bool current(const ShmRef& ref) const;
+  // Replaces the pages under [offset, offset + bytes) of this mapping with a private, read-only
+  // copy of them, in one step (a thread reading them meanwhile sees the same bytes throughout):
+  // what a client's arrays there show stays, whatever the worker later writes. For a client
+  // that goes while results it got still live. False for a range outside the mapping or where
+  // the system refuses.
+  bool detach(uint64_t offset, uint64_t bytes);
   // False once the worker that created the segment has exited (its pid is gone): a client
   // that still holds this mapping is talking to a restarted worker and must say hello again.
   bool worker_alive() const;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <zmq.hpp>
 
@@ -26,17 +27,28 @@ std::optional<std::span<const float>> state_of(const Options& o) {
   return std::span<const float>(*o.state);
 }
 
-// Lease ids of dropped tensors, waiting to ride on the next request. Shared with the lease
-// handles so a tensor may outlive its Client (its release is then simply lost and the worker's
-// timeout reclaims the slot).
+// The leases of this client's Tensors: those alive (where their bytes are) and the ids of
+// dropped ones, waiting to ride on the next request. Shared with the lease handles so that a
+// Tensor may outlive its Client: the Client's destructor first turns the bytes of the Tensors
+// still alive into private copies (ShmReader::detach) and hands their leases back with the rest.
 struct PendingReleases {
+  struct Live {
+    protocol::ShmReader* reader;  // kept alive by the lease's handle
+    uint64_t offset;
+    uint64_t bytes;
+  };
   std::mutex mu;
   std::vector<uint64_t> ids;
+  std::map<uint64_t, Live> live;
 };
 
 struct LeaseHandle {
-  LeaseHandle(uint64_t l, std::shared_ptr<protocol::ShmReader> r, std::weak_ptr<PendingReleases> p)
-      : lease(l), reader(std::move(r)), pending(std::move(p)) {}
+  LeaseHandle(const protocol::ShmRef& ref, std::shared_ptr<protocol::ShmReader> r,
+              std::shared_ptr<PendingReleases> p)
+      : lease(ref.lease), reader(std::move(r)), pending(p) {
+    std::lock_guard lock(p->mu);
+    p->live[lease] = {reader.get(), ref.offset, ref.bytes};
+  }
   LeaseHandle(const LeaseHandle&) = delete;  // exactly one handle per lease: one release
   LeaseHandle& operator=(const LeaseHandle&) = delete;
   uint64_t lease;
@@ -45,7 +57,7 @@ struct LeaseHandle {
   ~LeaseHandle() {
     if (auto p = pending.lock()) {
       std::lock_guard lock(p->mu);
-      p->ids.push_back(lease);
+      if (p->live.erase(lease) != 0) p->ids.push_back(lease);  // else released when detached
     }
   }
 };
@@ -116,13 +128,23 @@ Client::Client(std::string endpoint, std::chrono::milliseconds timeout, bool use
 
 Client::~Client() {
   // Hand back what we hold without waiting for the answer: a dead worker must not make a
-  // destructor block for the whole timeout. If it is lost, the lease timeout reclaims it.
+  // destructor block for the whole timeout. If it is lost, the worker frees the leases once it
+  // finds this client gone. Tensors still alive keep their bytes as private copies.
   try {
     Request req;
     req.op = Op::kRelease;
     {
       std::lock_guard lock(impl_->pending->mu);
       req.leases.swap(impl_->pending->ids);
+      auto& live = impl_->pending->live;
+      for (auto it = live.begin(); it != live.end();) {
+        if (!it->second.reader->detach(it->second.offset, it->second.bytes)) {
+          ++it;
+          continue;
+        }
+        req.leases.push_back(it->first);
+        it = live.erase(it);
+      }
     }
     if (req.leases.empty()) return;
     req.id = impl_->next_id++;
@@ -295,7 +317,7 @@ Tensor Client::to_tensor(const Value& v) {
     }
     t.ptr_ = f.data();
     t.count_ = f.size();
-    t.lease_ = std::make_shared<LeaseHandle>(d.shm->lease, impl_->reader, impl_->pending);
+    t.lease_ = std::make_shared<LeaseHandle>(*d.shm, impl_->reader, impl_->pending);
   } else {
     const std::span<const float> f = protocol::tensor_floats(d, nullptr);  // checks the count
     t.owned_.resize(f.size());

@@ -53,5 +53,33 @@ TEST_F(WorkerTest, ATensorKeepsItsBytesUntilItIsDestroyed) {
   EXPECT_EQ(shm_gauge(*c, "leases"), 0u);
 }
 
+TEST_F(WorkerTest, ATensorThatOutlivesItsClientKeepsItsBytesAndFreesTheRing) {
+  RWKVD_FIXTURE(model, kTiny);
+  worker::ServeOptions opt;
+  opt.shm_bytes = 1u << 20;
+  start(model, opt);
+  std::optional<client::Tensor> kept;
+  std::vector<float> want;
+  auto watcher = connect();
+  {
+    auto c = connect();
+    const uint64_t session = c->session_open();
+    c->session_feed(session, Input{"outlives its client", {}});
+    kept = c->session_state(session);
+    ASSERT_TRUE(kept->in_shared_memory());
+    want.assign(kept->data().begin(), kept->data().end());
+    EXPECT_EQ(shm_gauge(*watcher, "leases"), 1u);
+  }
+  // The destructor handed the lease back (not waited for): the space is the others' now.
+  ASSERT_TRUE(eventually([&] { return shm_gauge(*watcher, "leases") == 0; }));
+  const uint64_t session = watcher->session_open();
+  for (int i = 0; i < 50; ++i) {
+    watcher->session_feed(session, Input{"overwrite " + std::to_string(i), {}});
+    const client::Tensor t = watcher->session_state(session);
+    ASSERT_TRUE(t.in_shared_memory());
+  }
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), kept->data().begin()));
+}
+
 }  // namespace
 }  // namespace rwkvd::test
