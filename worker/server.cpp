@@ -437,7 +437,7 @@ void Server::handle(const std::string& client, const std::string& body) {
   stats_.count_request(req.op);
   if (req.state_was_shm) stats_.shm_event("input_states");
   // Piggy-backed releases first: the client's memory is free before its next result needs it.
-  // Leniently: a lease that already timed out is no error here.
+  // Leniently: a lease no longer held (its ring replaced, say) is no error here.
   if (ring_) {
     for (uint64_t l : req.release) ring_->release(l, client);
   }

@@ -526,7 +526,7 @@ void Client::flush_releases() {
   try {
     call(req);
   } catch (const WorkerError&) {
-    // Leases that already timed out: nothing left to release.
+    // Not ours any more (a restarted worker, a replaced ring): nothing left to release.
   }
 }
 

@@ -462,7 +462,7 @@ class Client:
             try:
                 self.call("release", leases=leases)
             except WorkerError:
-                pass  # already reclaimed by the lease timeout
+                pass  # not ours any more (a restarted worker, a replaced ring)
 
     def close(self) -> None:
         """Hand back held leases and close the socket. Arrays still alive first become private
