@@ -51,6 +51,7 @@ def _c() -> ctypes.CDLL:
         lib.mremap.restype = ctypes.c_void_p
         lib.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int,
                                ctypes.c_void_p]
+        lib.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
         _libc = lib
     return _libc
 
@@ -65,8 +66,11 @@ def _make_private(addr: int, size: int) -> bool:
     if tmp in (None, ctypes.c_void_p(-1).value):
         return False
     ctypes.memmove(tmp, addr, size)
-    lib.mprotect(tmp, size, mmap.PROT_READ)
-    return lib.mremap(tmp, size, size, _MREMAP_MAYMOVE | _MREMAP_FIXED, addr) == addr
+    if (lib.mprotect(tmp, size, mmap.PROT_READ) == 0
+            and lib.mremap(tmp, size, size, _MREMAP_MAYMOVE | _MREMAP_FIXED, addr) == addr):
+        return True
+    lib.munmap(tmp, size)
+    return False
 
 
 class Ring:
