@@ -27,6 +27,9 @@ namespace bip = boost::interprocess;
 namespace rwkvd::protocol {
 namespace {
 
+// Replaced segments kept mapped (recreate()): the oldest goes when there are more.
+constexpr size_t kMaxRetired = 4;
+
 uint64_t align_up(uint64_t n, uint64_t a) {
   return (n + a - 1) / a * a;
 }
@@ -146,7 +149,13 @@ void ShmRing::map_fresh() {
   h->n_slots = opt_.n_slots;
   h->slot_bytes = sizeof(RingSlot);
   h->pid = static_cast<uint32_t>(::getpid());
-  if (map_) retired_.push_back(std::move(map_));
+  if (map_) {
+    // The old object's pages go now (a late write into them gets a private page from the
+    // guard); its mapping stays a while, for a thread that may still be writing into it.
+    (void)::ftruncate(map_->shm.get_mapping_handle().handle, 0);
+    retired_.push_back(std::move(map_));
+    if (retired_.size() > kMaxRetired) retired_.erase(retired_.begin());
+  }
   map_ = std::move(map);
   name_ = std::move(name);
   base_ = base;

@@ -195,6 +195,23 @@ TEST(ShmRing, ATruncatedSegmentIsCaughtAndReplaced) {
   EXPECT_EQ(reader->resolve(b->ref)[0], 7.0f);
 }
 
+// Truncated again and again: each time a fresh segment, the old ones' pages given back.
+TEST(ShmRing, RepeatedTruncationsKeepTheRingServing) {
+  auto ring = small_ring(8, 1u << 20);
+  for (int i = 0; i < 10; ++i) {
+    auto a = ring->allocate(64 * 1024, "c");
+    ASSERT_TRUE(a);
+    ASSERT_EQ(::truncate(("/dev/shm/" + ring->name()).c_str(), 4096), 0);
+    ASSERT_TRUE(ring->damaged());
+    ring->recreate();
+    std::fill(a->data, a->data + 16 * 1024, 1.0f);  // a late write into a replaced segment
+  }
+  auto b = ring->allocate(64, "c");
+  ASSERT_TRUE(b);
+  b->data[0] = 2.0f;
+  EXPECT_EQ(ShmReader::open(ring->name())->resolve(b->ref)[0], 2.0f);
+}
+
 TEST(ShmRing, FullRingAndWrapAround) {
   auto ring = small_ring(64, 64 * 1024);
   const uint64_t cap = ring->data_bytes();
