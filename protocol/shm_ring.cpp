@@ -150,9 +150,8 @@ void ShmRing::map_fresh() {
   h->slot_bytes = sizeof(RingSlot);
   h->pid = static_cast<uint32_t>(::getpid());
   if (map_) {
-    // The old object's pages go now (a late write into them gets a private page from the
-    // guard); its mapping stays a while, for a thread that may still be writing into it.
-    (void)::ftruncate(map_->shm.get_mapping_handle().handle, 0);
+    // The old mapping stays a while, for a thread that may still be writing into it. (Its
+    // object is left as it is: clients still mapping it read their slot table there.)
     retired_.push_back(std::move(map_));
     if (retired_.size() > kMaxRetired) retired_.erase(retired_.begin());
   }

@@ -195,7 +195,7 @@ TEST(ShmRing, ATruncatedSegmentIsCaughtAndReplaced) {
   EXPECT_EQ(reader->resolve(b->ref)[0], 7.0f);
 }
 
-// Truncated again and again: each time a fresh segment, the old ones' pages given back.
+// Truncated again and again: each time a fresh segment, and the worker lives on.
 TEST(ShmRing, RepeatedTruncationsKeepTheRingServing) {
   auto ring = small_ring(8, 1u << 20);
   for (int i = 0; i < 10; ++i) {
