@@ -202,8 +202,9 @@ void Server::drop_client(const std::string& client, bool gone_for_good) {
   stats_.client_event(gone_for_good ? "gone" : "stalled");
   if (Clock::now() - last_drop_log_ > std::chrono::seconds(1)) {  // one line a second at most
     last_drop_log_ = Clock::now();
-    spdlog::warn("a client {}; dropping its work and leases",
-                 gone_for_good ? "vanished" : "stopped reading (reply queue full)");
+    spdlog::warn("a client {}", gone_for_good ? "vanished; dropping its work and leases"
+                                              : "stopped reading (reply queue full); dropping "
+                                                "its work");
   }
   // A client that only stopped reading keeps its leases: it may still read the arrays it has.
   if (ring_ && gone_for_good) ring_->release_owner(client);

@@ -8,8 +8,10 @@ from __future__ import annotations
 import gc
 import time
 
+import msgpack
 import numpy as np
 import pytest
+import zmq
 
 from conftest import start_worker
 
@@ -97,6 +99,13 @@ def test_a_full_ring_answers_inline_and_counts_it(tiny_ring):
         del held, more, st
 
 
+def wait_for(cond, what: str) -> None:
+    deadline = time.monotonic() + 20
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
 def wait_ring_empty(client) -> None:
     """Until no client holds a lease (those of earlier tests' clients are released)."""
     deadline = time.monotonic() + 10
@@ -153,3 +162,43 @@ def test_arrays_outliving_their_client_keep_their_bytes_and_free_the_ring(tiny_r
         assert np.array_equal(st, keep_st)
         assert np.array_equal(e, keep_e) and np.array_equal(rows, keep_e[1:])
         assert not st.flags.writeable
+
+
+def test_a_client_that_stops_reading_keeps_its_leases_and_unsent_ones_go_back(synthetic_model):
+    for w in start_worker(synthetic_model, "--client-queue", "16",
+                          "--max-inflight-per-client", "400"):
+        with w.client() as watcher:
+            watcher.hello()
+            ring = watcher._ring
+            ctx = zmq.Context()
+            slow = ctx.socket(zmq.DEALER)
+            slow.setsockopt(zmq.LINGER, 0)
+            slow.setsockopt(zmq.RCVHWM, 1)
+            slow.setsockopt(zmq.RCVBUF, 4096)
+            slow.connect(w.endpoint)
+            try:
+                slow.send(msgpack.packb({"v": 1, "id": 1, "op": "embed", "text": "held",
+                                         "shm": True}))
+                assert slow.poll(10000)
+                held = msgpack.unpackb(slow.recv(), raw=False)["embeddings"]
+                ring.check(held["shm"], held["shape"])
+                # Then it stops reading: big inline replies fill its queue.
+                for i in range(40):
+                    slow.send(msgpack.packb({"v": 1, "id": i + 2, "op": "generate",
+                                             "tokens": [5, 6, 7], "max_tokens": 1,
+                                             "return_state": True}))
+                wait_for(lambda: watcher.stats()["clients"].get("stalled", 0) > 0
+                         and watcher.stats()["queue_depth"] == 0, "the worker to find it stalled")
+                ring.check(held["shm"], held["shape"])  # still its lease, bytes untouched
+                # Results through the ring that cannot be sent to it give their leases back.
+                before = shm_stats(watcher)["events"].get("allocations", 0)
+                for i in range(50):
+                    slow.send(msgpack.packb({"v": 1, "id": i + 100, "op": "embed",
+                                             "text": f"never read {i}", "shm": True}))
+                wait_for(lambda: shm_stats(watcher)["events"].get("allocations", 0) >= before + 50
+                         and watcher.stats()["queue_depth"] == 0, "the embeds to run")
+                assert shm_stats(watcher)["leases"] == 1
+                ring.check(held["shm"], held["shape"])
+            finally:
+                slow.close()
+                ctx.term()
