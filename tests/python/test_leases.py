@@ -191,12 +191,16 @@ def test_a_client_that_stops_reading_keeps_its_leases_and_unsent_ones_go_back(sy
                          and watcher.stats()["queue_depth"] == 0, "the worker to find it stalled")
                 ring.check(held["shm"], held["shape"])  # still its lease, bytes untouched
                 # Results through the ring that cannot be sent to it give their leases back.
-                before = shm_stats(watcher)["events"].get("allocations", 0)
+                st = watcher.stats()
+                embeds = st["requests"].get("embed", 0)
+                allocations = st["shm"]["events"].get("allocations", 0)
                 for i in range(50):
                     slow.send(msgpack.packb({"v": 1, "id": i + 100, "op": "embed",
                                              "text": f"never read {i}", "shm": True}))
-                wait_for(lambda: shm_stats(watcher)["events"].get("allocations", 0) >= before + 50
-                         and watcher.stats()["queue_depth"] == 0, "the embeds to run")
+                # (The first reply that cannot go drops the client's queued work again.)
+                wait_for(lambda: (st := watcher.stats())["requests"].get("embed", 0) >= embeds + 50
+                         and st["queue_depth"] == 0, "the embeds to be taken")
+                assert shm_stats(watcher)["events"].get("allocations", 0) > allocations
                 assert shm_stats(watcher)["leases"] == 1
                 ring.check(held["shm"], held["shape"])
             finally:
