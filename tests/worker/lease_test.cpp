@@ -12,11 +12,13 @@ using protocol::Input;
 const char* const kTiny = kTinyWorkerModel;
 
 uint64_t shm_gauge(client::Client& c, const char* name) {
-  return c.stats().find("shm")->find(name)->as_uint();
+  const protocol::Value stats = c.stats();
+  return stats.find("shm")->find(name)->as_uint();
 }
 
 uint64_t shm_event(client::Client& c, const char* name) {
-  const protocol::Value* n = c.stats().find("shm")->find("events")->find(name);
+  const protocol::Value stats = c.stats();
+  const protocol::Value* n = stats.find("shm")->find("events")->find(name);
   return n != nullptr ? n->as_uint() : 0;
 }
 
