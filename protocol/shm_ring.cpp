@@ -58,6 +58,9 @@ void populate(const std::stop_token& stop, const char* base, size_t size) {
     const size_t n = std::min(kChunk, size - at);
     // (madvise takes a void *; POPULATE_READ only reads.)
     if (::madvise(const_cast<char*>(base + at), n, kMadvPopulateRead) == 0) continue;
+    // Any failure but an unknown advice (EFAULT: the object was truncated) ends it: reading
+    // there would be a SIGBUS.
+    if (errno != EINVAL) return;
     // Kernels before 5.14: a read a page maps it.
     for (size_t p = 0; p < n; p += page) {
       (void)*static_cast<const volatile char*>(base + at + p);
@@ -402,7 +405,16 @@ bool ShmReader::current(const ShmRef& ref) const {
 }
 
 const float* ShmReader::resolve(const ShmRef& ref) const {
+  check_intact();
   return view_->resolve(ref).data();
+}
+
+void ShmReader::check_intact() const {
+  struct stat st {};
+  if (::fstat(map_->shm.get_mapping_handle().handle, &st) == 0 &&
+      static_cast<uint64_t>(st.st_size) < map_->region.get_size()) {
+    throw ProtocolError(ErrorCode::kUnknownLease, "the shared-memory ring was truncated");
+  }
 }
 
 bool ShmReader::detach(uint64_t offset, uint64_t bytes) {

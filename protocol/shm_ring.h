@@ -173,6 +173,9 @@ class ShmReader {
   // generation; throws ProtocolError (kBadValue out of bounds, kUnknownLease if not current).
   const float* resolve(const ShmRef& ref) const;
   bool current(const ShmRef& ref) const;
+  // Throws ProtocolError(kUnknownLease) when the object is now smaller than the mapping
+  // (another process truncated it: reading there would be a SIGBUS; the worker replaces it).
+  void check_intact() const;
   // Replaces the pages under [offset, offset + bytes) of this mapping with a private, read-only
   // copy of them, in one step (a thread reading them meanwhile sees the same bytes throughout):
   // what a client's arrays there show stays, whatever the worker later writes. For a client

@@ -306,6 +306,7 @@ Tensor Client::to_tensor(const Value& v) {
     if (!impl_->reader) throw std::runtime_error("worker sent a shm tensor to an unmapped client");
     std::span<const float> f;
     try {
+      impl_->reader->check_intact();
       f = protocol::tensor_floats(d, &impl_->reader->view());
     } catch (const protocol::ProtocolError& e) {
       // Not in our mapping: maybe a new worker with a new ring. Say hello again next time, and

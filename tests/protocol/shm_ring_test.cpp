@@ -178,10 +178,18 @@ TEST(ShmRing, ATruncatedSegmentIsCaughtAndReplaced) {
   ASSERT_TRUE(a);
   EXPECT_FALSE(ring->damaged());
   const std::string old = ring->name();
+  auto old_reader = ShmReader::open(old);
   ASSERT_EQ(::truncate(("/dev/shm/" + old).c_str(), 0), 0);
   EXPECT_TRUE(ring->damaged());
   std::fill(a->data, a->data + 16 * 1024, 3.0f);  // would be a SIGBUS
   EXPECT_EQ(a->data[16 * 1024 - 1], 3.0f);
+  // A reader still mapping it is told so before it reads there (not a SIGBUS).
+  try {
+    old_reader->resolve(a->ref);
+    ADD_FAILURE() << "resolved a reference into a truncated ring";
+  } catch (const ProtocolError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnknownLease);
+  }
   EXPECT_EQ(ring->recreate(), 1u);
   EXPECT_NE(ring->name(), old);
   EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + old));

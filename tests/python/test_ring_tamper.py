@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import zmq
 
+import rwkvd
+
 from conftest import start_worker
 
 
@@ -53,10 +55,11 @@ def test_garbage_in_the_ring_header_changes_nothing_the_worker_does(worker):
 
 def test_a_truncated_ring_is_replaced_and_the_worker_serves_on(worker):
     texts = [f"text {i}" for i in range(8)]
+    mapped = worker.client()  # maps the ring before it is truncated
     with worker.client(use_shm=False) as inline:
         want = inline.embed(texts)
-        with worker.client() as c:
-            old = ring_path(c)
+        old = ring_path(mapped)
+        assert in_ring(mapped, mapped.embed(texts))
         ctx = zmq.Context()
         raw = ctx.socket(zmq.DEALER)  # asks for shared memory, never reads the ring
         raw.setsockopt(zmq.LINGER, 0)
@@ -80,6 +83,14 @@ def test_a_truncated_ring_is_replaced_and_the_worker_serves_on(worker):
             deadline -= 1
             time.sleep(0.1)
         assert inline.stats()["shm"]["events"].get("recreated", 0) >= 1
+    # A client still mapping the truncated object is told so (not a SIGBUS), then maps the new.
+    with pytest.raises(rwkvd.WorkerError) as e:
+        mapped.embed(texts)
+    assert e.value.code == rwkvd.ErrorCode.UNKNOWN_LEASE
+    got = mapped.embed(texts)
+    assert in_ring(mapped, got)
+    np.testing.assert_array_equal(got, want)
+    mapped.close()
     with worker.client() as c:
         assert ring_path(c) != old and not os.path.exists(old)
         got = c.embed(texts)

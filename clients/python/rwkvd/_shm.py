@@ -81,12 +81,16 @@ class Ring:
 
     def __init__(self, name: str) -> None:
         path = os.path.join("/dev/shm", name)
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             size = os.fstat(fd).st_size
             self.mm = mmap.mmap(fd, size, prot=mmap.PROT_READ)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        # Kept open to see the object's size (check()); closed when this Ring goes.
+        self._fd = fd
+        weakref.finalize(self, os.close, fd)
         (magic, version, header_bytes, total, data_offset, data_bytes, n_slots, slot_bytes,
          pid) = HEADER.unpack_from(self.mm, 0)
         if (magic != MAGIC or version != VERSION or header_bytes != HEADER.size
@@ -127,6 +131,11 @@ class Ring:
         if (offset < self.data_offset or nbytes < 0 or offset % 4 != 0 or nbytes != 4 * count
                 or offset + nbytes > self.data_offset + self.data_bytes):
             raise ProtocolViolation("shm reference outside the data area or of the wrong size")
+        if os.fstat(self._fd).st_size < len(self.mm):
+            # Truncated by another process: reading it would be a SIGBUS. The worker replaces
+            # it; this client says hello again and maps the new one.
+            raise WorkerError(ErrorCode.UNKNOWN_LEASE, "unknown_lease",
+                              f"/dev/shm/{self.name} was truncated")
         s_lease, s_gen, state, s_off, s_bytes = SLOT.unpack_from(
             self.mm, HEADER.size + slot * SLOT.size)
         if (state != 1 or s_lease != lease or s_gen != generation or s_off != offset
