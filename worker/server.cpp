@@ -168,19 +168,31 @@ void Server::send_reply(Outgoing& o) {
   }
 }
 
-void Server::check_leases() {
-  for (const std::string& client : ring_->owners_to_check()) {
-    // A heartbeat that cannot be routed: the client is gone, and its leases with it. One that
-    // finds the client's queue full leaves it alone: it is there, only not reading.
-    try {
-      if (router_.send(zmq::buffer(client), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
-        (void)router_.send(zmq::buffer(protocol::encode(protocol::heartbeat_message())),
-                           zmq::send_flags::dontwait);
-      }
-      stats_.shm_event("owner_checks");
-    } catch (const zmq::error_t& e) {
-      if (e.num() == EHOSTUNREACH) drop_client(client, true);
+bool Server::reachable(const std::string& client) {
+  // A heartbeat that cannot be routed: the client is not connected. One that finds the client's
+  // queue full leaves it alone: it is there, only not reading.
+  try {
+    if (router_.send(zmq::buffer(client), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+      (void)router_.send(zmq::buffer(protocol::encode(protocol::heartbeat_message())),
+                         zmq::send_flags::dontwait);
     }
+    stats_.shm_event("owner_checks");
+    return true;
+  } catch (const zmq::error_t& e) {
+    return e.num() != EHOSTUNREACH;
+  }
+}
+
+void Server::check_leases() {
+  // Unreachable at the last check as well (a second apart): gone, and its leases with it. Once
+  // is not enough: a client replacing its socket (after a timeout) is briefly not connected.
+  std::vector<std::string> missing;
+  missing.swap(unreachable_);
+  for (const std::string& client : missing) {
+    if (ring_->leases_of(client) > 0 && !reachable(client)) drop_client(client, true);
+  }
+  for (const std::string& client : ring_->owners_to_check()) {
+    if (!reachable(client)) unreachable_.push_back(client);
   }
   if (!ring_->damaged()) return;
   // Another process truncated the segment (what it held is gone): a new one, whose name the
