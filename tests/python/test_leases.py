@@ -58,11 +58,10 @@ def test_arrays_kept_past_the_timeout_and_thousands_of_requests_keep_every_byte(
         keep_logits = logits.copy()
         assert in_ring(c, e) and in_ring(c, st) and in_ring(c, logits)
         time.sleep(2 * LEASE_TIMEOUT_S)  # every lease is past its timeout
-        # Thousands of results after them: embeds like the ones kept, and states (~200 KiB
-        # each, so the 1 MiB ring is cycled through 400 times; embeds alone cost ~6 ms each
-        # on a 2-core machine).
-        later_embeds(c, 300)
-        for i in range(2000):
+        # Thousands of results after them: 1,500 embeds like the ones kept, and states (~200
+        # KiB each: the 1 MiB ring is cycled through hundreds of times).
+        later_embeds(c, 1500, group=100)
+        for i in range(1000):
             s.state()
         assert np.array_equal(e, keep)
         assert np.array_equal(st, keep_st)
