@@ -79,7 +79,8 @@ class Background:
 
 @pytest.fixture(scope="module")
 def short_timeouts(synthetic_model):
-    # Leases and idle sessions reclaimed after ~1 s (plus the 1 s sweep), small per-client caps.
+    # Leases of a gone client freed after ~1 s (plus the checks a second apart), idle sessions
+    # closed after ~1 s, small per-client caps.
     yield from start_worker(synthetic_model, "--lease-timeout-s", "1", "--session-idle-s", "1",
                             "--max-sessions-per-client", "4", "--max-inflight-per-client", "8",
                             "--max-leases-per-client", "6", "--slots", "8")
