@@ -17,7 +17,7 @@ import pytest
 import zmq
 
 import rwkvd
-from conftest import REPO, Worker, build_dir, start_worker
+from conftest import slow_reader, REPO, Worker, build_dir, start_worker
 
 
 def wait_until(cond, timeout: float, what: str, step: float = 0.1):
@@ -170,11 +170,7 @@ def test_client_that_never_reads_costs_bounded_memory(synthetic_model):
         bg = Background(w)
         before = w.rss()
         ctx = zmq.Context()
-        slow = ctx.socket(zmq.DEALER)
-        slow.setsockopt(zmq.LINGER, 0)
-        slow.setsockopt(zmq.RCVHWM, 1)
-        slow.setsockopt(zmq.RCVBUF, 4096)
-        slow.connect(w.endpoint)
+        slow = slow_reader(ctx, w.endpoint)
         peak = before
         try:
             for i in range(400):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import zmq
 
-from conftest import start_worker
+from conftest import slow_reader, start_worker
 
 LEASE_TIMEOUT_S = 2
 
@@ -170,11 +170,7 @@ def test_a_client_that_stops_reading_keeps_its_leases_and_unsent_ones_go_back(sy
             watcher.hello()
             ring = watcher._ring
             ctx = zmq.Context()
-            slow = ctx.socket(zmq.DEALER)
-            slow.setsockopt(zmq.LINGER, 0)
-            slow.setsockopt(zmq.RCVHWM, 1)
-            slow.setsockopt(zmq.RCVBUF, 4096)
-            slow.connect(w.endpoint)
+            slow = slow_reader(ctx, w.endpoint)
             try:
                 slow.send(msgpack.packb({"v": 1, "id": 1, "op": "embed", "text": "held",
                                          "shm": True}))
