@@ -173,7 +173,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--shm-mb", a->shm_mb, "shared-memory ring size (0 = inline only)")
       ->capture_default_str();
   cmd->add_option("--lease-timeout-s", a->opt.lease_timeout_s,
-                  "reclaim unreleased ring leases after this long")
+                  "check that a client holding ring leases this long is still there")
       ->capture_default_str();
   cmd->add_option("--session-idle-s", a->opt.session_idle_s, "close sessions unused for this long")
       ->capture_default_str();

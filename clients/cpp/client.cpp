@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <zmq.hpp>
 
@@ -27,17 +28,28 @@ std::optional<std::span<const float>> state_of(const Options& o) {
   return std::span<const float>(*o.state);
 }
 
-// Lease ids of dropped tensors, waiting to ride on the next request. Shared with the lease
-// handles so a tensor may outlive its Client (its release is then simply lost and the worker's
-// timeout reclaims the slot).
+// The leases of this client's Tensors: those alive (where their bytes are) and the ids of
+// dropped ones, waiting to ride on the next request. Shared with the lease handles so that a
+// Tensor may outlive its Client: the Client's destructor first turns the bytes of the Tensors
+// still alive into private copies (ShmReader::detach) and hands their leases back with the rest.
 struct PendingReleases {
+  struct Live {
+    protocol::ShmReader* reader;  // kept alive by the lease's handle
+    uint64_t offset;
+    uint64_t bytes;
+  };
   std::mutex mu;
   std::vector<uint64_t> ids;
+  std::map<uint64_t, Live> live;
 };
 
 struct LeaseHandle {
-  LeaseHandle(uint64_t l, std::shared_ptr<protocol::ShmReader> r, std::weak_ptr<PendingReleases> p)
-      : lease(l), reader(std::move(r)), pending(std::move(p)) {}
+  LeaseHandle(const protocol::ShmRef& ref, std::shared_ptr<protocol::ShmReader> r,
+              std::shared_ptr<PendingReleases> p)
+      : lease(ref.lease), reader(std::move(r)), pending(p) {
+    std::lock_guard lock(p->mu);
+    p->live[lease] = {reader.get(), ref.offset, ref.bytes};
+  }
   LeaseHandle(const LeaseHandle&) = delete;  // exactly one handle per lease: one release
   LeaseHandle& operator=(const LeaseHandle&) = delete;
   uint64_t lease;
@@ -46,7 +58,7 @@ struct LeaseHandle {
   ~LeaseHandle() {
     if (auto p = pending.lock()) {
       std::lock_guard lock(p->mu);
-      p->ids.push_back(lease);
+      if (p->live.erase(lease) != 0) p->ids.push_back(lease);  // else released when detached
     }
   }
 };
@@ -121,13 +133,23 @@ void Client::connect() {
 
 Client::~Client() {
   // Hand back what we hold without waiting for the answer: a dead worker must not make a
-  // destructor block for the whole timeout. If it is lost, the lease timeout reclaims it.
+  // destructor block for the whole timeout. If it is lost, the worker frees the leases once it
+  // finds this client gone. Tensors still alive keep their bytes as private copies.
   try {
     Request req;
     req.op = Op::kRelease;
     {
       std::lock_guard lock(impl_->pending->mu);
       req.leases.swap(impl_->pending->ids);
+      auto& live = impl_->pending->live;
+      for (auto it = live.begin(); it != live.end();) {
+        if (!it->second.reader->detach(it->second.offset, it->second.bytes)) {
+          ++it;
+          continue;
+        }
+        req.leases.push_back(it->first);
+        it = live.erase(it);
+      }
     }
     if (req.leases.empty() || !impl_->sock) return;
     req.id = impl_->next_id++;
@@ -290,6 +312,7 @@ Tensor Client::to_tensor(const Value& v) {
     if (!impl_->reader) throw std::runtime_error("worker sent a shm tensor to an unmapped client");
     std::span<const float> f;
     try {
+      impl_->reader->check_intact();
       f = protocol::tensor_floats(d, &impl_->reader->view());
     } catch (const protocol::ProtocolError& e) {
       // Not in our mapping: maybe a new worker with a new ring. Say hello again next time, and
@@ -301,7 +324,7 @@ Tensor Client::to_tensor(const Value& v) {
     }
     t.ptr_ = f.data();
     t.count_ = f.size();
-    t.lease_ = std::make_shared<LeaseHandle>(d.shm->lease, impl_->reader, impl_->pending);
+    t.lease_ = std::make_shared<LeaseHandle>(*d.shm, impl_->reader, impl_->pending);
   } else {
     const std::span<const float> f = protocol::tensor_floats(d, nullptr);  // checks the count
     t.owned_.resize(f.size());
@@ -510,7 +533,7 @@ void Client::flush_releases() {
   try {
     call(req);
   } catch (const WorkerError&) {
-    // Leases that already timed out: nothing left to release.
+    // Not ours any more (a restarted worker, a replaced ring): nothing left to release.
   }
 }
 

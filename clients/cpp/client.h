@@ -3,7 +3,8 @@
 // Client (not thread-safe; use one per thread). Result tensors come through the worker's
 // shared-memory ring when the client could map it: a Tensor then views the ring in place and
 // holds the lease, which is released (piggy-backed on the next request) when the last copy of
-// the Tensor is destroyed. Depends on protocol/ only.
+// the Tensor is destroyed: its bytes stay as they are for as long as it lives. A Tensor that
+// outlives its Client becomes a private copy of what it shows. Depends on protocol/ only.
 #include <chrono>
 #include <cstdint>
 #include <functional>

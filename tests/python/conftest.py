@@ -139,3 +139,16 @@ def raw(worker):
     yield s
     s.close()
     ctx.term()
+
+
+def slow_reader(ctx, endpoint: str):
+    """A DEALER connected to `endpoint` that holds at most one reply and a 4 KiB socket buffer:
+    a client that stops reading, whose queue at the worker fills at once."""
+    import zmq
+
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.setsockopt(zmq.RCVHWM, 1)
+    s.setsockopt(zmq.RCVBUF, 4096)
+    s.connect(endpoint)
+    return s

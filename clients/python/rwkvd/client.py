@@ -3,8 +3,8 @@
 Result tensors (embeddings, states) are numpy float32 arrays. When the worker runs on this
 machine under this user, they view its shared-memory ring in place (read-only, no copy); the
 ring lease is released when the last array viewing it is garbage-collected (the release rides
-on the next request). Keep a `.copy()` of anything you hold for longer than the worker's lease
-timeout (2 minutes by default).
+on the next request). An array keeps its bytes for as long as it lives, however long and
+however many requests follow; arrays that outlive close() become private copies.
 
 A Client is not thread-safe: use one per thread (or per process; never share across fork()).
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 import collections
 import os
 import time
-import weakref
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -274,11 +273,7 @@ class Client:
                 if isinstance(ref.get("lease"), int):
                     self._pending.append(ref["lease"])  # give it back (unknown ids are ignored)
                 raise
-            count = ref["bytes"] // 4
-            flat = np.frombuffer(self._ring.mm, dtype=np.float32, count=count, offset=ref["offset"])
-            # The lease lives as long as `flat`: every reshape/slice/view keeps it as its base.
-            weakref.finalize(flat, self._pending.append, ref["lease"])
-            return flat.reshape(shape)
+            return self._ring.view(ref, self._pending.append).reshape(shape)
         return np.frombuffer(t["data"], dtype="<f4").astype(np.float32, copy=False).reshape(shape)
 
     def _ensure_hello(self) -> None:
@@ -469,16 +464,19 @@ class Client:
             try:
                 self.call("release", leases=leases)
             except WorkerError:
-                pass  # already reclaimed by the lease timeout
+                pass  # not ours any more (a restarted worker, a replaced ring)
 
     def close(self) -> None:
-        """Hand back held leases and close the socket. The release is not waited for: a dead
-        worker must not make close() take the whole timeout (the lease timeout covers a lost
-        release)."""
+        """Hand back held leases and close the socket. Arrays still alive first become private
+        copies of what they show (_shm.Ring.detach), so their leases go back too. The release is
+        not waited for: a dead worker must not make close() take the whole timeout (a lost one
+        is freed when the worker finds this client gone)."""
         try:
-            if self._pending and self._sock is not None:  # (no reconnecting just for this)
-                leases = list(self._pending)
-                self._pending.clear()  # not piggy-backed as well
+            leases = list(self._pending)
+            self._pending.clear()  # not piggy-backed as well
+            if self._ring is not None:
+                leases += self._ring.detach()  # arrays still alive keep their bytes
+            if leases and self._sock is not None:  # (no reconnecting just for this)
                 self._send("release", {"leases": leases})
         except zmq.ZMQError:
             pass
