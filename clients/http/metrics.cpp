@@ -1,7 +1,8 @@
 #include "clients/http/metrics.h"
 
-#include <cstdio>
+#include <charconv>
 #include <sstream>
+#include <string_view>
 #include <vector>
 
 namespace rwkvd::http {
@@ -58,8 +59,9 @@ class Writer {
   }
   void sample(const std::string& name, const std::string& labels, double v) {
     char buf[64];
-    std::snprintf(buf, sizeof buf, "%.17g", v);
-    out_ << name << (labels.empty() ? "" : "{" + labels + "}") << ' ' << buf << '\n';
+    const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;  // shortest exact form
+    out_ << name << (labels.empty() ? "" : "{" + labels + "}") << ' '
+         << std::string_view(buf, static_cast<size_t>(end - buf)) << '\n';
   }
   std::string str() const { return out_.str(); }
 
