@@ -34,7 +34,7 @@ std::vector<float> floats_from_base64(const std::string& text, const std::string
   if (len % sizeof(float) != 0)
     throw bad_field(param, "'" + param + "' is not a whole number of float32 values");
   std::vector<float> out(len / sizeof(float));
-  std::memcpy(out.data(), bytes.data(), len);
+  if (len > 0) std::memcpy(out.data(), bytes.data(), len);
   return out;
 }
 

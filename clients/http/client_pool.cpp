@@ -8,16 +8,16 @@ ClientPool::Loan::~Loan() {
   pool_.idle_.push_back(std::move(c_));
 }
 
-ClientPool::Loan ClientPool::take() {
+std::unique_ptr<client::Client> ClientPool::checkout() {
   {
     std::lock_guard lock(mu_);
     if (!idle_.empty()) {
       auto c = std::move(idle_.back());
       idle_.pop_back();
-      return Loan(*this, std::move(c));
+      return c;
     }
   }
-  return Loan(*this, std::make_unique<client::Client>(endpoint_, timeout_));
+  return std::make_unique<client::Client>(endpoint_, timeout_);
 }
 
 }  // namespace rwkvd::http

@@ -23,7 +23,7 @@ class ClientPool {
   // runs for it (PROTOCOL.md, --client-queue and vanished clients).
   class Loan {
    public:
-    Loan(ClientPool& pool, std::unique_ptr<client::Client> c) : pool_(pool), c_(std::move(c)) {}
+    explicit Loan(ClientPool& pool) : pool_(pool), c_(pool.checkout()) {}
     Loan(const Loan&) = delete;
     Loan& operator=(const Loan&) = delete;
     ~Loan();
@@ -36,10 +36,12 @@ class ClientPool {
     std::unique_ptr<client::Client> c_;
   };
 
-  Loan take();
+  Loan take() { return Loan(*this); }
   const std::string& endpoint() const { return endpoint_; }
 
  private:
+  // An idle client, or a new one (throws where the endpoint is malformed).
+  std::unique_ptr<client::Client> checkout();
   std::string endpoint_;
   std::chrono::milliseconds timeout_;
   std::mutex mu_;

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <ctime>
+#include <stdexcept>
 
 #include "clients/http/api_error.h"
 
@@ -16,18 +17,25 @@ uint64_t limit_of(const Value& limits, const char* name) {
   return v != nullptr ? v->as_uint() : 0;
 }
 
+const Value& need(const Value& v, const char* key) {
+  const Value* f = v.find(key);
+  if (f == nullptr)
+    throw std::runtime_error(std::string("the worker's hello has no '") + key + "'");
+  return *f;
+}
+
 }  // namespace
 
 ModelCard model_card(client::Client& c) {
   const Value hello = c.hello();
-  const Value& model = *hello.find("model");
+  const Value& model = need(hello, "model");
   ModelCard m;
-  m.id = model.find("name")->as_str();
-  m.n_vocab = static_cast<uint32_t>(model.find("n_vocab")->as_uint());
-  m.n_embd = static_cast<uint32_t>(model.find("n_embd")->as_uint());
-  for (const Value& d : model.find("state_shape")->as_array())
+  m.id = need(model, "name").as_str();
+  m.n_vocab = static_cast<uint32_t>(need(model, "n_vocab").as_uint());
+  m.n_embd = static_cast<uint32_t>(need(model, "n_embd").as_uint());
+  for (const Value& d : need(model, "state_shape").as_array())
     m.state_shape.push_back(static_cast<int64_t>(d.as_uint()));
-  const Value& limits = *hello.find("limits");
+  const Value& limits = need(hello, "limits");
   m.max_new_tokens = limit_of(limits, "max_new_tokens");
   m.max_batch = limit_of(limits, "max_batch");
   m.max_stop = limit_of(limits, "max_stop");

@@ -28,7 +28,9 @@ Embedded embed_all(Context& ctx, const std::vector<protocol::Input>& inputs, siz
     req.inputs.assign(inputs.begin() + static_cast<std::ptrdiff_t>(at),
                       inputs.begin() + static_cast<std::ptrdiff_t>(end));
     const protocol::Reply r = c->call(req);
-    const client::Tensor t = c->to_tensor(*r.body.find("embeddings"));
+    const protocol::Value* tensor = r.body.find("embeddings");
+    if (tensor == nullptr) throw std::runtime_error("the worker's embed reply has no embeddings");
+    const client::Tensor t = c->to_tensor(*tensor);
     out.data.insert(out.data.end(), t.data().begin(), t.data().end());
     if (const Value* n = r.body.find("n_tokens")) {
       for (const Value& k : n->as_array()) out.tokens += k.as_uint();

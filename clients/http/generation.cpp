@@ -126,25 +126,26 @@ void stream_generation(Context& ctx, std::shared_ptr<const Generation> g, httpli
   res.set_header("X-Accel-Buffering", "no");
   // Runs on this request's thread once the headers are out; nothing may escape it.
   auto provider = [&ctx, g, first, on_text, on_end](size_t, httplib::DataSink& sink) {
-    auto c = ctx.pool.take();
+    std::optional<ClientPool::Loan> c;
     auto text = [&](const std::string& t) {
       if (auto ev = on_text(t)) write_event(sink, dump(*ev));
     };
     try {
+      c.emplace(ctx.pool);
       for (const json& ev : first) write_event(sink, dump(ev));
-      const client::GenerateResult r =
-          c->generate(g->prompts[0], g->options, [&](const client::Chunk& ch) { text(ch.text); });
+      const client::GenerateResult r = (*c)->generate(
+          g->prompts[0], g->options, [&](const client::Chunk& ch) { text(ch.text); });
       text(r.text);
       for (const json& ev : on_end(r)) write_event(sink, dump(ev));
       write_event(sink, "[DONE]");
     } catch (const ClientGone&) {
-      c.drop();  // the worker drops this client's generation at its next chunk
+      if (c) c->drop();  // the worker drops this client's generation at its next chunk
       return false;
     } catch (...) {
       try {
         write_event(sink, dump(api_error_of(std::current_exception()).body()));
-      } catch (const ClientGone&) {
-        c.drop();
+      } catch (...) {  // the client went away too
+        if (c) c->drop();
         return false;
       }
     }
