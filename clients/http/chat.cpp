@@ -1,6 +1,5 @@
 // POST /v1/chat/completions: the messages as an RWKV world-format prompt (chat_prompt.h), the
 // reply generated until the next user turn, whole or streamed, in OpenAI's shapes.
-#include "clients/http/base64.h"
 #include "clients/http/chat_prompt.h"
 #include "clients/http/generation.h"
 #include "clients/http/respond.h"
@@ -46,7 +45,7 @@ void respond_whole(Context& ctx, const Generation& g, const ModelCard& m, httpli
                   {"logprobs", nullptr},
                   {"finish_reason", finish_reason(r.finish_reason)}}}},
                {"usage", usage(r.prompt_tokens, r.completion_tokens)}};
-  if (g.return_state) body["state"] = base64_floats(r.state->data());
+  if (g.return_state) body["state"] = state_base64(r.state);
   send_json(res, body);
 }
 
@@ -79,33 +78,30 @@ void respond_stream(Context& ctx, std::shared_ptr<const Generation> g, const Mod
 }  // namespace
 
 void add_chat_routes(httplib::Server& s, Context& ctx) {
-  s.Post("/v1/chat/completions",
-         guarded([&ctx](const httplib::Request& req, httplib::Response& res) {
-           const json body = parse_body(req.body);
-           Fields f(body);
-           const ModelCard m = model_card(*ctx.pool.take());
-           check_model(f, m);
-           auto g = std::make_shared<Generation>();
-           const json* messages = f.get("messages");
-           g->prompts = {protocol::Input{chat_prompt(messages ? *messages : json()), {}}};
-           g->options.sampling.stop.push_back(kChatStop);
-           // Chat has no default length in OpenAI's API: up to the worker's limit.
-           read_sampling(f, m, m.max_new_tokens, *g);
-           f.only("logprobs", false);
-           f.ignore("top_logprobs");
-           f.only("response_format", json{{"type", "text"}});
-           f.only("parallel_tool_calls", json());
-           f.ignore("store");
-           f.ignore("metadata");
-           f.finish();
-           if (g->options.sampling.stop.size() > m.max_stop)
-             throw bad_field("stop", "at most " + std::to_string(m.max_stop - 1) + " stop strings");
-           if (g->stream) {
-             respond_stream(ctx, g, m, res);
-           } else {
-             respond_whole(ctx, *g, m, res);
-           }
-         }));
+  post_model(s, ctx, "/v1/chat/completions",
+             [&ctx](Fields& f, const ModelCard& m, httplib::Response& res) {
+               auto g = std::make_shared<Generation>();
+               const json* messages = f.get("messages");
+               g->prompts = {protocol::Input{chat_prompt(messages ? *messages : json()), {}}};
+               g->options.sampling.stop.push_back(kChatStop);
+               // Chat has no default length in OpenAI's API: up to the worker's limit.
+               read_sampling(f, m, m.max_new_tokens, *g);
+               f.only("logprobs", false);
+               f.ignore("top_logprobs");
+               f.only("response_format", json{{"type", "text"}});
+               f.only("parallel_tool_calls", json());
+               f.ignore("store");
+               f.ignore("metadata");
+               f.finish();
+               if (g->options.sampling.stop.size() > m.max_stop)
+                 throw bad_field("stop",
+                                 "at most " + std::to_string(m.max_stop - 1) + " stop strings");
+               if (g->stream) {
+                 respond_stream(ctx, g, m, res);
+               } else {
+                 respond_whole(ctx, *g, m, res);
+               }
+             });
 }
 
 }  // namespace rwkvd::http

@@ -1,6 +1,5 @@
 // POST /v1/completions: text completion of a prompt (string, strings or token ids), whole or
 // streamed, in OpenAI's shapes.
-#include "clients/http/base64.h"
 #include "clients/http/generation.h"
 #include "clients/http/respond.h"
 #include "clients/http/routes.h"
@@ -34,7 +33,7 @@ void respond_whole(Context& ctx, const Generation& g, const ModelCard& m, httpli
   }
   json body = completion(ctx.response_id("cmpl"), std::time(nullptr), m.id, std::move(choices));
   body["usage"] = usage(prompt_tokens, completion_tokens);
-  if (g.return_state) body["state"] = base64_floats(results[0].state->data());
+  if (g.return_state) body["state"] = state_base64(results[0].state);
   send_json(res, body);
 }
 
@@ -61,29 +60,26 @@ void respond_stream(Context& ctx, std::shared_ptr<const Generation> g, const Mod
 }  // namespace
 
 void add_completion_routes(httplib::Server& s, Context& ctx) {
-  s.Post("/v1/completions", guarded([&ctx](const httplib::Request& req, httplib::Response& res) {
-           const json body = parse_body(req.body);
-           Fields f(body);
-           const ModelCard m = model_card(*ctx.pool.take());
-           check_model(f, m);
-           auto g = std::make_shared<Generation>();
-           g->prompts = read_prompts(f.get("prompt"), "prompt");
-           read_sampling(f, m, kDefaultMaxTokens, *g);
-           f.only("echo", false);
-           f.only("logprobs", json());
-           f.only("best_of", 1);
-           f.only("suffix", json());
-           f.finish();
-           if (g->stream && g->prompts.size() != 1)
-             throw bad_field("prompt", "a streamed completion takes one prompt");
-           if (g->return_state && g->prompts.size() != 1)
-             throw bad_field("return_state", "'return_state' takes one prompt");
-           if (g->stream) {
-             respond_stream(ctx, g, m, res);
-           } else {
-             respond_whole(ctx, *g, m, res);
-           }
-         }));
+  post_model(s, ctx, "/v1/completions",
+             [&ctx](Fields& f, const ModelCard& m, httplib::Response& res) {
+               auto g = std::make_shared<Generation>();
+               g->prompts = read_prompts(f.get("prompt"), "prompt");
+               read_sampling(f, m, kDefaultMaxTokens, *g);
+               f.only("echo", false);
+               f.only("logprobs", json());
+               f.only("best_of", 1);
+               f.only("suffix", json());
+               f.finish();
+               if (g->stream && g->prompts.size() != 1)
+                 throw bad_field("prompt", "a streamed completion takes one prompt");
+               if (g->return_state && g->prompts.size() != 1)
+                 throw bad_field("return_state", "'return_state' takes one prompt");
+               if (g->stream) {
+                 respond_stream(ctx, g, m, res);
+               } else {
+                 respond_whole(ctx, *g, m, res);
+               }
+             });
 }
 
 }  // namespace rwkvd::http

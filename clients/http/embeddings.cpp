@@ -56,21 +56,18 @@ json embedding_list(const Embedded& e, size_t n_embd, bool base64, const std::st
 }  // namespace
 
 void add_embedding_routes(httplib::Server& s, Context& ctx) {
-  s.Post("/v1/embeddings", guarded([&ctx](const httplib::Request& req, httplib::Response& res) {
-           const json body = parse_body(req.body);
-           Fields f(body);
-           const ModelCard m = model_card(*ctx.pool.take());
-           check_model(f, m);
-           const std::vector<protocol::Input> inputs = read_prompts(f.get("input"), "input");
-           const std::string format = f.string("encoding_format").value_or("float");
-           if (format != "float" && format != "base64")
-             throw bad_field("encoding_format", "'encoding_format' must be 'float' or 'base64'");
-           f.only("dimensions", m.n_embd);
-           f.ignore("user");
-           f.finish();
-           const Embedded e = embed_all(ctx, inputs, std::max<uint64_t>(1, m.max_batch));
-           send_json(res, embedding_list(e, m.n_embd, format == "base64", m.id));
-         }));
+  post_model(
+      s, ctx, "/v1/embeddings", [&ctx](Fields& f, const ModelCard& m, httplib::Response& res) {
+        const std::vector<protocol::Input> inputs = read_prompts(f.get("input"), "input");
+        const std::string format = f.string("encoding_format").value_or("float");
+        if (format != "float" && format != "base64")
+          throw bad_field("encoding_format", "'encoding_format' must be 'float' or 'base64'");
+        f.only("dimensions", m.n_embd);
+        f.ignore("user");
+        f.finish();
+        const Embedded e = embed_all(ctx, inputs, std::max<uint64_t>(1, m.max_batch));
+        send_json(res, embedding_list(e, m.n_embd, format == "base64", m.id));
+      });
 }
 
 }  // namespace rwkvd::http

@@ -104,6 +104,11 @@ std::vector<protocol::Input> read_prompts(const json* prompt, const std::string&
   return out;
 }
 
+std::string state_base64(const std::optional<client::Tensor>& state) {
+  if (!state) throw std::runtime_error("the worker's reply has no state");
+  return base64_floats(state->data());
+}
+
 std::string finish_reason(const std::string& worker_reason) {
   return worker_reason == "length" ? "length" : "stop";
 }

@@ -33,6 +33,9 @@ void read_sampling(Fields& f, const ModelCard& card, uint64_t default_max_tokens
 // lists.
 std::vector<protocol::Input> read_prompts(const nlohmann::json* prompt, const std::string& param);
 
+// A state the worker returned (return_state), as base64 float32; throws if it sent none.
+std::string state_base64(const std::optional<client::Tensor>& state);
+
 // OpenAI's finish_reason for the worker's ("length", "stop"; a cancelled one stopped).
 std::string finish_reason(const std::string& worker_reason);
 nlohmann::json usage(uint64_t prompt_tokens, uint64_t completion_tokens);

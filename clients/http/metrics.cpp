@@ -69,15 +69,17 @@ class Writer {
   std::ostringstream out_;
 };
 
-struct Scalar {
+// One family of the stats: the value at `path`, or with a `label`, the map at `path` with a
+// sample per key.
+struct Family {
   const char* path;
   const char* name;
   const char* type;
   const char* help;
+  const char* label = nullptr;
 };
 
-// One sample per scalar of the stats.
-constexpr Scalar kScalars[] = {
+constexpr Family kFamilies[] = {
     {"uptime_s", "rwkvd_uptime_seconds", "gauge", "Seconds since the worker started."},
     {"queue_depth", "rwkvd_queue_depth", "gauge", "Requests queued for the engine."},
     {"active_sequences", "rwkvd_active_sequences", "gauge", "Sequences generating now."},
@@ -100,39 +102,24 @@ constexpr Scalar kScalars[] = {
     {"shm/bytes_in_use", "rwkvd_shm_bytes_in_use", "gauge", "Ring bytes held by leases."},
     {"shm/leases", "rwkvd_shm_leases", "gauge", "Ring leases held."},
     {"shm/parked", "rwkvd_shm_parked", "gauge", "Replies waiting for ring space."},
+    {"requests", "rwkvd_requests_total", "counter", "Requests received, by op.", "op"},
+    {"errors", "rwkvd_errors_total", "counter", "Error replies, by error code.", "code"},
+    {"shm/events", "rwkvd_shm_events_total", "counter", "Shared-memory ring events.", "event"},
+    {"clients", "rwkvd_client_events_total", "counter", "Clients dropped (gone, stalled).",
+     "event"},
 };
 
-// A map of name -> count, one labelled sample each.
-struct Labelled {
-  const char* path;
-  const char* name;
-  const char* label;
-  const char* help;
-};
-
-constexpr Labelled kLabelled[] = {
-    {"requests", "rwkvd_requests_total", "op", "Requests received, by op."},
-    {"errors", "rwkvd_errors_total", "code", "Error replies, by error code."},
-    {"shm/events", "rwkvd_shm_events_total", "event", "Shared-memory ring events."},
-    {"clients", "rwkvd_client_events_total", "event", "Clients dropped (gone, stalled)."},
-};
-
-void scalars(const Value& stats, Writer& w) {
-  for (const Scalar& s : kScalars) {
-    const Value* v = at(stats, s.path);
-    if (v == nullptr) continue;
-    w.family(s.name, s.type, s.help);
-    w.sample(s.name, "", number(*v));
-  }
-}
-
-void labelled(const Value& stats, Writer& w) {
-  for (const Labelled& l : kLabelled) {
-    const Value* m = at(stats, l.path);
-    if (!is_map(m)) continue;
-    w.family(l.name, "counter", l.help);
-    for (const auto& [k, v] : m->as_map())
-      w.sample(l.name, std::string(l.label) + "=\"" + label_value(k) + "\"", number(v));
+void families(const Value& stats, Writer& w) {
+  for (const Family& f : kFamilies) {
+    const Value* v = at(stats, f.path);
+    if (v == nullptr || (f.label != nullptr && !is_map(v))) continue;
+    w.family(f.name, f.type, f.help);
+    if (f.label == nullptr) {
+      w.sample(f.name, "", number(*v));
+      continue;
+    }
+    for (const auto& [k, x] : v->as_map())
+      w.sample(f.name, std::string(f.label) + "=\"" + label_value(k) + "\"", number(x));
   }
 }
 
@@ -176,8 +163,7 @@ void histogram(const Value& stats, const char* path, const std::string& name, co
 
 std::string prometheus_text(const Value& stats) {
   Writer w;
-  scalars(stats, w);
-  labelled(stats, w);
+  families(stats, w);
   latencies(stats, w);
   histogram(stats, "generate/batch_sequences", "rwkvd_generate_batch_sequences",
             "Sequences per generation step.", w);
