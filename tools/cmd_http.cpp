@@ -42,6 +42,12 @@ void run_http(HttpArgs& a) {
   std::thread waiter = stop_on_signal(front);
   const int port = front.bind();
   const auto& o = front.options();
+  if (o.allow_remote && o.api_key.empty() && !http::is_loopback_host(o.host)) {
+    std::fprintf(stderr,
+                 "rwkvd http: warning: %s is reachable from other hosts and no --api-key "
+                 "is set: anyone who reaches it can use the worker\n",
+                 o.host.c_str());
+  }
   std::fprintf(stderr, "rwkvd http: listening on http://%s:%d for the worker at %s (%s)\n",
                o.host.c_str(), port, o.endpoint.c_str(),
                o.api_key.empty() ? "no API key" : "API key required");
