@@ -51,7 +51,14 @@ void run_http(HttpArgs& a) {
   std::fprintf(stderr, "rwkvd http: listening on http://%s:%d for the worker at %s (%s)\n",
                o.host.c_str(), port, o.endpoint.c_str(),
                o.api_key.empty() ? "no API key" : "API key required");
+  // Says so at once when the worker is not there, without holding up the first requests.
+  std::thread probe([&front] {
+    if (const std::string why = front.probe_worker(); !why.empty())
+      std::fprintf(stderr, "rwkvd http: warning: %s; requests get 503 until it answers\n",
+                   why.c_str());
+  });
   front.run();
+  probe.join();
   pthread_kill(waiter.native_handle(), SIGTERM);  // stopped by a signal: already gone
   waiter.join();
   std::fprintf(stderr, "rwkvd http: stopped\n");

@@ -1,5 +1,7 @@
 #include "clients/http/client_pool.h"
 
+#include "clients/http/api_error.h"
+
 namespace rwkvd::http {
 
 ClientPool::Loan::~Loan() {
@@ -17,7 +19,14 @@ std::unique_ptr<client::Client> ClientPool::checkout() {
       return c;
     }
   }
-  return std::make_unique<client::Client>(endpoint_, timeout_);
+  try {
+    return std::make_unique<client::Client>(endpoint_, timeout_);
+  } catch (const std::exception& e) {  // a client that connects at once may find no worker
+    throw ApiError(503, "server_error",
+                   "cannot reach the rwkvd worker at " + endpoint_ + ": " + e.what() +
+                       " (is `rwkvd serve` running on that endpoint?)",
+                   "", "worker_unavailable");
+  }
 }
 
 }  // namespace rwkvd::http

@@ -40,7 +40,7 @@ class ClientPool {
   const std::string& endpoint() const { return endpoint_; }
 
  private:
-  // An idle client, or a new one (throws where the endpoint is malformed).
+  // An idle client, or a new one; ApiError 503 (worker_unavailable) where none can be made.
   std::unique_ptr<client::Client> checkout();
   std::string endpoint_;
   std::chrono::milliseconds timeout_;

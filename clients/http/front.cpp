@@ -35,11 +35,6 @@ Front::Front(HttpOptions options) {
   }
   if (options.endpoint.empty()) options.endpoint = protocol::default_endpoint();
   ctx_ = std::make_unique<Context>(std::move(options));
-  try {
-    (void)ctx_->pool.take();  // a malformed endpoint fails here, not in every request
-  } catch (const std::exception& e) {
-    throw std::invalid_argument("worker endpoint '" + ctx_->opt.endpoint + "': " + e.what());
-  }
   server_ = std::make_unique<httplib::Server>();
   const unsigned threads = std::max(1u, ctx_->opt.threads);
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
@@ -100,6 +95,15 @@ int Front::bind() {
 void Front::run() {
   if (!bound_) bind();
   server_->listen_after_bind();
+}
+
+std::string Front::probe_worker() {
+  try {
+    (void)model_card(*ctx_->probe.take());
+    return "";
+  } catch (...) {
+    return api_error_of(std::current_exception()).what();
+  }
 }
 
 void Front::stop() {

@@ -26,6 +26,9 @@ class Front {
   // Serves until stop(); binds first where bind() was not called.
   void run();
   void stop();  // any thread
+  // Why the worker cannot be reached now ("" when it answers): the front serves either way, with
+  // 503 until it can.
+  std::string probe_worker();
   const HttpOptions& options() const;
 
  private:
