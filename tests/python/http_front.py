@@ -19,14 +19,15 @@ API_KEY = "test-key-123"
 class Front:
     """A running `rwkvd http --port 0`; the port comes from its ready line."""
 
-    def __init__(self, endpoint: str, *extra: str, api_key: Optional[str] = API_KEY) -> None:
+    def __init__(self, endpoint: str, *extra: str, api_key: Optional[str] = API_KEY,
+                 env: Optional[Dict[str, str]] = None) -> None:
         binary = require(build_dir() / "tools" / "rwkvd", "rwkvd binary")
         self.log_path = Path(tempfile.mkdtemp(prefix="rwkvd-http-")) / "http.log"
         self.log = open(self.log_path, "w+")
         key = ["--api-key", api_key] if api_key else []
         self.proc = subprocess.Popen(
             [str(binary), "http", "--endpoint", endpoint, "--port", "0", *key, *extra],
-            stdout=self.log, stderr=subprocess.STDOUT)
+            stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self.api_key = api_key
         deadline = time.time() + 30
         while True:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import socket
 import time
@@ -44,6 +45,15 @@ def test_a_missing_or_wrong_token_is_401(front, key):
     err = assert_openai_error(*front.json("GET", "/v1/models", key=key), 401,
                               code="invalid_api_key")
     assert err["type"] == "invalid_request_error"
+
+
+def test_the_token_can_come_from_the_environment(worker):
+    f = Front(worker.endpoint, api_key=None, env=dict(os.environ, RWKVD_API_KEY="from-env"))
+    try:
+        assert_openai_error(*f.json("GET", "/v1/models"), 401, code="invalid_api_key")
+        assert f.json("GET", "/v1/models", key="from-env")[0] == 200
+    finally:
+        f.stop()
 
 
 def test_health_needs_no_token_and_names_the_model(front, model):
