@@ -75,6 +75,28 @@ def test_completion_equals_the_workers_generate(front, worker, model):
     assert out["id"].startswith("cmpl-") and out["object"] == "text_completion"
 
 
+def test_a_stop_string_ends_the_text_before_it(front, model):
+    body = {"model": model, "prompt": [3, 4, 5], "max_tokens": 24, "temperature": 0}
+    text = front.json("POST", "/v1/completions", body)[1]["choices"][0]["text"]
+    # Whatever the model says mid-way (not a byte JSON had to replace: the worker sees bytes).
+    at = next(i for i in range(len(text) // 2, len(text) - 1) if "\ufffd" not in text[i:i + 2])
+    stop = text[at:at + 2]
+    out = front.json("POST", "/v1/completions", {**body, "stop": [stop]})[1]["choices"][0]
+    assert out["finish_reason"] == "stop"
+    assert out["text"] == text[:text.index(stop)]
+
+
+def test_a_list_of_prompts_gives_a_choice_each(front, worker, model):
+    prompts = ["first prompt", "the second", [7, 8, 9]]
+    out = front.json("POST", "/v1/completions",
+                     {"model": model, "prompt": prompts, "max_tokens": 5, "temperature": 0})[1]
+    with worker.client() as c:
+        want = [c.generate(p, max_tokens=5, temperature=0) for p in prompts]
+    assert [ch["index"] for ch in out["choices"]] == [0, 1, 2]
+    assert [ch["text"] for ch in out["choices"]] == [w.text for w in want]
+    assert out["usage"]["prompt_tokens"] == sum(w.prompt_tokens for w in want)
+
+
 def test_seeded_sampling_is_the_workers(front, worker, model):
     body = {"model": model, "prompt": [5, 6, 7], "max_tokens": 6, "temperature": 0.9,
             "top_p": 0.8, "seed": 1234}
