@@ -14,7 +14,7 @@ namespace {
 
 struct HttpArgs {
   http::HttpOptions opt;
-  double timeout_s = 60;
+  double timeout_s = 600;
 };
 
 // Blocks SIGINT and SIGTERM in every thread (call before any starts); the returned thread
@@ -82,7 +82,8 @@ void add_http_command(CLI::App& app) {
                 "allow a non-loopback --host (set an --api-key too)");
   cmd->add_option("--api-key", a->opt.api_key,
                   "require 'Authorization: Bearer KEY' (default: $RWKVD_API_KEY; none: open)");
-  cmd->add_option("--timeout", a->timeout_s, "seconds to wait for each worker reply")
+  cmd->add_option("--timeout", a->timeout_s,
+                  "seconds to wait for each worker reply (a whole non-streamed generation is one)")
       ->capture_default_str();
   cmd->add_option("--max-body-bytes", a->opt.max_body_bytes, "largest request body (else 413)")
       ->capture_default_str();

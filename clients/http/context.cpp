@@ -58,6 +58,16 @@ std::string Context::response_id(const char* prefix) {
   return buf;
 }
 
+void Context::count_response(int status) {
+  std::lock_guard lock(mu_);
+  responses_[status] += 1;
+}
+
+std::map<int, uint64_t> Context::responses() const {
+  std::lock_guard lock(mu_);
+  return responses_;
+}
+
 void check_model(Fields& f, const ModelCard& card) {
   const auto model = f.string("model");
   if (!model) {

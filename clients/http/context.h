@@ -4,6 +4,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -32,8 +34,15 @@ struct Context {
   int64_t created = 0;  // unix time the front started: the model's `created`
   std::atomic<uint64_t> next_id{1};
 
+  void count_response(int status);
+  std::map<int, uint64_t> responses() const;
+
   // "<prefix>-<16 hex digits>", unique within this front.
   std::string response_id(const char* prefix);
+
+ private:
+  mutable std::mutex mu_;
+  std::map<int, uint64_t> responses_;  // by HTTP status
 };
 
 // The request's `model`: required, and the worker's model (404 model_not_found otherwise).

@@ -71,6 +71,9 @@ void Front::add_routes() {
   });
   s.set_exception_handler([](const httplib::Request&, httplib::Response& res,
                              std::exception_ptr e) { send_error(res, api_error_of(e)); });
+  s.set_logger([ctx = ctx_.get()](const httplib::Request&, const httplib::Response& res) {
+    ctx->count_response(res.status);
+  });
   add_model_routes(s, *ctx_);
   add_completion_routes(s, *ctx_);
   add_chat_routes(s, *ctx_);

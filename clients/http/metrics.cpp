@@ -172,4 +172,13 @@ std::string prometheus_text(const Value& stats) {
   return w.str();
 }
 
+std::string prometheus_responses(const std::map<int, uint64_t>& by_status) {
+  Writer w;
+  const std::string name = "rwkvd_http_responses_total";
+  w.family(name, "counter", "Responses of the HTTP front, by status code.");
+  for (const auto& [status, n] : by_status)
+    w.sample(name, "code=\"" + std::to_string(status) + "\"", static_cast<double>(n));
+  return w.str();
+}
+
 }  // namespace rwkvd::http

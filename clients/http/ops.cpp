@@ -19,7 +19,8 @@ void add_ops_routes(httplib::Server& s, Context& ctx) {
   });
   s.Get("/metrics", guarded([&ctx](const httplib::Request&, httplib::Response& res) {
           const protocol::Value stats = ctx.probe.take()->stats();
-          res.set_content(prometheus_text(stats), "text/plain; version=0.0.4; charset=utf-8");
+          res.set_content(prometheus_text(stats) + prometheus_responses(ctx.responses()),
+                          "text/plain; version=0.0.4; charset=utf-8");
         }));
 }
 

@@ -12,9 +12,11 @@ struct HttpOptions {
   bool allow_remote = false;  // listen on a non-loopback address
   std::string api_key;        // "": no authentication; else `Authorization: Bearer <key>`
   std::string endpoint;       // the worker's; "": the default endpoint
-  std::chrono::milliseconds timeout{std::chrono::seconds(60)};  // per worker reply
-  uint64_t max_body_bytes = 64u << 20;                          // larger request bodies: 413
-  unsigned threads = 16;                                        // requests served at once
+  // Per worker reply: a whole non-streamed generation is one reply, so this bounds its length;
+  // a dead worker is noticed sooner, by its missing heartbeats (PROTOCOL.md).
+  std::chrono::milliseconds timeout{std::chrono::seconds(600)};
+  uint64_t max_body_bytes = 64u << 20;  // larger request bodies: 413
+  unsigned threads = 16;                // requests served at once
 };
 
 }  // namespace rwkvd::http

@@ -260,6 +260,15 @@ def test_metrics_are_prometheus_text(front, model):
     front.json("POST", "/v1/completions", {"model": model, "prompt": "x", "max_tokens": 1})
     assert generates() == before + 1
 
+    def responses(code: int) -> float:
+        text = front.request("GET", "/metrics")[2].decode()
+        m = re.search(rf'^rwkvd_http_responses_total\{{code="{code}"\}} (\S+)$', text, re.M)
+        return float(m.group(1)) if m else 0
+
+    n404 = responses(404)
+    front.request("GET", "/v1/nowhere")
+    assert responses(404) == n404 + 1 and responses(200) > 0
+
 
 def test_a_dropped_stream_stops_its_generation(front, worker, model):
     # 16000 tokens take this model ~18 s on 2 cores; the generation must end within 5 s.
