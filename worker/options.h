@@ -43,6 +43,9 @@ struct ServeOptions {
   // fills has stopped reading: its work is dropped (it keeps its leases), so its replies cannot
   // pile up in the worker's memory.
   uint32_t client_queue = 1000;
+  // On Server::request_drain(): no new engine work; what is queued or running finishes for up
+  // to this many seconds, then the worker stops. 0: request_drain() stops at once.
+  uint32_t drain_s = 0;
   protocol::Limits limits;
 };
 

@@ -11,6 +11,7 @@
 #include "protocol/codec.h"
 #include "protocol/shm_input.h"
 #include "worker/endpoint.h"
+#include "worker/request_log.h"
 
 namespace rwkvd::worker {
 
@@ -161,7 +162,10 @@ bool Server::send(const std::string& client, const Value& body) {
 }
 
 void Server::send_reply(Outgoing& o) {
-  if (o.final) stats_.record_latency(o.op, ms_since(o.received));
+  if (o.final) {
+    stats_.record_latency(o.op, ms_since(o.received));
+    log_replied(o.client, o.id, o.op, ms_since(o.received), o.body);
+  }
   if (send(o.client, o.body) || !ring_) return;
   // Never seen by its client, which cannot release them: the reply's leases go back now.
   for (const auto& [key, v] : o.body.as_map()) {
@@ -232,7 +236,7 @@ void Server::drop_client(const std::string& client, bool gone_for_good) {
 
 void Server::send_error(const std::string& client, uint64_t id, ErrorCode code,
                         const std::string& msg) {
-  spdlog::debug("request {}: {} ({})", id, msg, protocol::error_name(code));
+  spdlog::debug("reply {} to {}: {} ({})", id, client_tag(client), protocol::error_name(code), msg);
   send(client, protocol::error_reply(id, code, msg));
 }
 
@@ -453,6 +457,7 @@ void Server::handle(const std::string& client, const std::string& body) {
     return;
   }
   stats_.count_request(req.op);
+  log_received(client, req, body.size());
   if (req.state_was_shm) stats_.shm_event("input_states");
   // Piggy-backed releases first: the client's memory is free before its next result needs it.
   // Leniently: a lease no longer held (its ring replaced, say) is no error here.
@@ -503,6 +508,7 @@ void Server::handle_request(const std::string& client, protocol::Request req) {
   const auto received = Clock::now();
   auto reply = [&](Value v) {
     stats_.record_latency(req.op, ms_since(received));
+    log_replied(client, req.id, req.op, ms_since(received), v);
     send(client, v);
   };
   Value ok = protocol::ok_reply(req.id);
@@ -554,6 +560,11 @@ void Server::handle_request(const std::string& client, protocol::Request req) {
     default:
       break;
   }
+  if (drain_.load() && req.op != Op::kCancel) {
+    throw protocol::ProtocolError(ErrorCode::kShuttingDown,
+                                  "the worker is draining: it finishes the requests it has and "
+                                  "takes no new ones");
+  }
   // Everything else runs on the engine thread; tokenize text here.
   size_t total = 0;
   for (auto& in : req.inputs) {
@@ -590,6 +601,26 @@ void Server::handle_request(const std::string& client, protocol::Request req) {
   inflight += 1;
   // The clock of its heartbeats starts now: a reply within heartbeat_ms needs none.
   if (opt_.heartbeat_ms > 0) last_sent_.try_emplace(client, Clock::now());
+}
+
+bool Server::drained() {
+  const auto now = Clock::now();
+  if (!drain_until_) {
+    drain_until_ = now + std::chrono::seconds(opt_.drain_s);
+    uint64_t n = 0;
+    for (const auto& [client, k] : inflight_) n += k;
+    spdlog::info(
+        "draining: {} request(s) in flight; no new work; stopping when they are done, "
+        "in {} s at most",
+        n, opt_.drain_s);
+  }
+  if (inflight_.empty() && parked_.empty() && reading_.empty()) {
+    spdlog::info("drained: every request finished");
+    return true;
+  }
+  if (now < *drain_until_) return false;
+  spdlog::warn("drain time ({} s) is up: failing what is still in flight", opt_.drain_s);
+  return true;
 }
 
 void Server::run() {
@@ -648,6 +679,7 @@ void Server::run() {
     } catch (const std::exception& e) {
       spdlog::error("sending replies: {}", e.what());
     }
+    if (drain_.load() && drained()) break;
     if (ring_ && Clock::now() - last_lease_check > std::chrono::seconds(1)) {
       last_lease_check = Clock::now();
       check_leases();

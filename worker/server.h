@@ -9,6 +9,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -52,6 +53,11 @@ class Server {
   void run();
   // Async-signal-safe.
   void request_stop() { stop_.store(true); }
+  // Async-signal-safe: with drain_s, the first call drains (no new engine work; stops when
+  // nothing is in flight or after drain_s), a second one stops at once; without, it stops.
+  void request_drain() {
+    if (opt_.drain_s == 0 || drain_.exchange(true)) stop_.store(true);
+  }
   const std::string& endpoint() const { return opt_.endpoint; }
   const Stats& stats() const { return stats_; }
 
@@ -85,6 +91,8 @@ class Server {
   void drain_outbox();
   void retry_parked(bool force);
   void send_heartbeats();
+  // While draining: true once nothing is in flight or the drain's time is up (then stop).
+  bool drained();
   protocol::Value hello_value() const;
   protocol::Value info_value() const;
   protocol::Value stats_value() const;
@@ -126,6 +134,8 @@ class Server {
   std::vector<std::string> unreachable_;
   Clock::time_point last_drop_log_{};
   std::atomic<bool> stop_{false};
+  std::atomic<bool> drain_{false};
+  std::optional<Clock::time_point> drain_until_;  // set when the server thread starts draining
   bool bound_ = false;
   BoundSocket socket_file_;  // the ipc socket file bind() made: the only one stop() removes
 };
