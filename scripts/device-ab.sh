@@ -2,8 +2,9 @@
 # Runs ON the device machine from the repo root (prepare with scripts/bench-device, --base REV
 # for an A/B of code):
 #   bash .gl/device-ab.sh "MODELS" "VARIANTS" [ROUNDS]
-# MODELS: preset:type words ("2.9b:q4_k_m 0.1b:q4_k_m"). VARIANTS: name=BINARY[,ENV=V...] words
-# ("base=.gl/rwkvd-base new=.gl/rwkvd" or "off=.gl/rwkvd,RWKVD_VK_X=0 on=.gl/rwkvd"). Runs
+# MODELS: preset:type words ("2.9b:q4_k_m 0.1b:q4_k_m"). VARIANTS: name=BINARY[,SETTING...] words
+# ("base=.gl/rwkvd-base new=.gl/rwkvd" or "off=.gl/rwkvd,fuse_lora=false on=.gl/rwkvd"; settings
+# as apply_variant in device-env.sh takes them: tuning values, or ENV=V). Runs
 # `rwkvd bench --parts engine --repeats 1` (BENCH_REPEATS; BENCH_QUICK=1: --quick) of every
 # variant in turn, ROUNDS times (default 3), so that drift of the machine falls on every variant
 # alike (compare within a call only), with the profiler off. Prints a line per run (its key figures and quality hash: a change of numbers shows
@@ -27,7 +28,7 @@ for r in $(seq 1 "$rounds"); do
       [[ $spec == *,* ]] && envs=${spec#*,}
       tag=$p-$t-$name-$r
       (
-        IFS=, && for kv in $envs; do [[ -n $kv ]] && export "${kv?}"; done
+        apply_variant "$tag" "$envs"
         timeout "${BENCH_TIMEOUT:-120}" "$bin" bench --model "$model" ${BENCH_QUICK:+--quick} \
           --device gpu --parts engine --repeats "${BENCH_REPEATS:-1}" --embed-docs "${EMBED_DOCS:-16}" \
           --text .gl/bench_email.txt --fields .gl/field_prompts.txt \
