@@ -30,7 +30,6 @@ constexpr uint32_t kMcPieceK = 32;      // mc.comp's float rows: K a multiple of
 constexpr uint32_t kModeHalfOnly = 16;  // product.glsl: MmSlot::y_half_only
 constexpr uint32_t kMcSumWg = 256;      // mc_sum.comp workgroup
 constexpr uint32_t kMcdRows = 16, kMcdTokens = 16;  // mcd.comp BM, BT
-constexpr uint32_t kMcdMostSubgroups = 8;           // mcd.comp kMaxSubgroups
 // mc_split()'s most parts (the scratch in the logits region holds 8 rows a token).
 constexpr uint32_t kMcSplitMost = 8;
 

@@ -341,7 +341,9 @@ void apply_tuning_json(Tuning& t, std::string_view text, const std::string& orig
     throw EngineError(origin + ": not JSON (" + e.what() + ")");
   }
   if (!j.is_object()) throw EngineError(origin + ": a tuning file holds one JSON object");
-  for (const auto& [key, value] : j.items()) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    const nlohmann::json& value = it.value();
     bool known = false;
     auto set = [&](const char* name, auto& field, auto... range) {
       if (key != name) return;
