@@ -153,60 +153,78 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
     const std::string ts = weight_type_suffix(t);
     keys.push_back({subgroup_variant("mm_" + ts), {wg_, kTokenTile}});
     keys.push_back({"mt_" + ts, {}});
-    // F32: MmSlot::half_ok; F16: inputs split in two halves (mc.comp MC_SPLIT).
-    if (coopmat_ && (!is_float_type(t) || t == GgmlType::F32 || splits_inputs(t))) {
-      for (const uint32_t rows : {64u, 128u}) {
-        if (rows != mc_rows(t, 0, 0, 0, 1) && (t_.mc_rows != 0 || t != GgmlType::Q4_K)) continue;
-        // The forward's products read the fp16 form of their inputs, but for the LoRA up ones
-        // (F32, float inputs) and the head: only the variants it uses (each costs start-up
-        // time when no pipeline cache has it; one made on first use cost the H100 150 ms in
-        // the middle of a 32-sequence step).
-        for (const bool x16 : {false, true}) {
-          if (x16 ? !t_.half_inputs || splits_inputs(t)
-                  : t_.half_inputs && t != GgmlType::F32 && t != head && !splits_inputs(t)) {
-            continue;
-          }
-          if (t_.mc_tokens == 32 || t_.mc_tokens == 64) {
-            keys.push_back(mc_key(t, rows, t_.mc_tokens, x16));
-            continue;
-          }
-          keys.push_back(mc_key(t, rows, kTileTokens, x16));
-          keys.push_back(mc_key(t, rows, 32, x16));
-        }
-      }
-    }
-    if (mcd_on() && (!is_float_type(t) || splits_inputs(t))) keys.push_back(mcd_key(t));
-    if (t_.mv_max_t > 0) {
-      // The token tiles mv_tokens() can pick, no more: each pipeline costs start-up time.
-      for (uint32_t tt = 1; tt <= mv_tokens(t_.mv_max_t, t_.mv_tt_max); tt *= 2) {
-        keys.push_back(mv_key(t, tt, mv_rows()));
-        if (reads_q8(t, tt)) keys.push_back(mvq_key(t, tt));
-        if (reads_q8(t, tt) && mvq_rows(tt, t_.mvq_many_rows) != mvq_rows(tt)) {
-          keys.push_back(mvq_key(t, tt, false, t_.mvq_many_rows));  // a head's
-        }
-        if (writes_q8(t, 32, 16, tt)) keys.push_back(mvq_key(t, tt, true));
-      }
-      // The shifts in front (runs_shift_in_front()) of a model with short rows: the ffn key
-      // product (int8 output), the r/k/v products, the float LoRA down products.
-      MmSlot probe{n_embd, 16, 0, 0, MmMode::kStore, 0, 0};
-      if (reads_q8(t, 1) && runs_shift_in_front(t, {&probe, 1})) {
-        keys.push_back(mvq_ln_key(t, n_embd, false));
-        probe.yq_off = 0;
-        if (runs_shift_in_front(t, {&probe, 1})) keys.push_back(mvq_ln_key(t, n_embd, true));
-      }
-    }
-    if (t_.mv_max_t > 0 && t_.mvf && is_float_type(t)) {  // the shapes mvf_key() tells apart
-      for (const uint64_t w : {uint64_t{1}, t_.mvf_large_weights}) {
-        for (const uint32_t n : {1u, t_.mvf_many_rows}) {
-          // (Few rows: the LoRA down products' inputs, n_embd, and short ones, the LoRA up's.)
-          for (const uint32_t k : {n_embd, 32u}) keys.push_back(mvf_key(t, n, w, k));
-        }
-      }
-      MmSlot probe{n_embd, 16, 0, 0, MmMode::kStore, 16};
-      if (runs_shift_in_front(t, {&probe, 1})) keys.push_back(mvf_ln_key(t, n_embd));
-    }
+    warm_tensor_cores(t, head, keys);
+    warm_matvec(t, n_embd, keys);
     keys.push_back({"embed_" + ts, {row_wg_}});
   }
+  warm_rows_and_wkv(n_embd, head_size, lora_ranks, keys);
+  if (pipes_ != nullptr) pipes_->prepare(keys);
+}
+
+// mc.comp's and mcd.comp's pipelines that products of type t can take.
+void Kernels::warm_tensor_cores(GgmlType t, GgmlType head,
+                                std::vector<Pipelines::Key>& keys) const {
+  // F32: MmSlot::half_ok; F16: inputs split in two halves (mc.comp MC_SPLIT).
+  if (coopmat_ && (!is_float_type(t) || t == GgmlType::F32 || splits_inputs(t))) {
+    for (const uint32_t rows : {64u, 128u}) {
+      if (rows != mc_rows(t, 0, 0, 0, 1) && (t_.mc_rows != 0 || t != GgmlType::Q4_K)) continue;
+      // The forward's products read the fp16 form of their inputs, but for the LoRA up ones
+      // (F32, float inputs) and the head: only the variants it uses (each costs start-up
+      // time when no pipeline cache has it; one made on first use cost the H100 150 ms in
+      // the middle of a 32-sequence step).
+      for (const bool x16 : {false, true}) {
+        if (x16 ? !t_.half_inputs || splits_inputs(t)
+                : t_.half_inputs && t != GgmlType::F32 && t != head && !splits_inputs(t)) {
+          continue;
+        }
+        if (t_.mc_tokens == 32 || t_.mc_tokens == 64) {
+          keys.push_back(mc_key(t, rows, t_.mc_tokens, x16));
+          continue;
+        }
+        keys.push_back(mc_key(t, rows, kTileTokens, x16));
+        keys.push_back(mc_key(t, rows, 32, x16));
+      }
+    }
+  }
+  if (mcd_on() && (!is_float_type(t) || splits_inputs(t))) keys.push_back(mcd_key(t));
+}
+
+// The decode products' pipelines (mv.comp, mvq.comp, mvf.comp, the shifts in front) of type t.
+void Kernels::warm_matvec(GgmlType t, uint32_t n_embd, std::vector<Pipelines::Key>& keys) const {
+  if (t_.mv_max_t > 0) {
+    // The token tiles mv_tokens() can pick, no more: each pipeline costs start-up time.
+    for (uint32_t tt = 1; tt <= mv_tokens(t_.mv_max_t, t_.mv_tt_max); tt *= 2) {
+      keys.push_back(mv_key(t, tt, mv_rows()));
+      if (reads_q8(t, tt)) keys.push_back(mvq_key(t, tt));
+      if (reads_q8(t, tt) && mvq_rows(tt, t_.mvq_many_rows) != mvq_rows(tt)) {
+        keys.push_back(mvq_key(t, tt, false, t_.mvq_many_rows));  // a head's
+      }
+      if (writes_q8(t, 32, 16, tt)) keys.push_back(mvq_key(t, tt, true));
+    }
+    // The shifts in front (runs_shift_in_front()) of a model with short rows: the ffn key
+    // product (int8 output), the r/k/v products, the float LoRA down products.
+    MmSlot probe{n_embd, 16, 0, 0, MmMode::kStore, 0, 0};
+    if (reads_q8(t, 1) && runs_shift_in_front(t, {&probe, 1})) {
+      keys.push_back(mvq_ln_key(t, n_embd, false));
+      probe.yq_off = 0;
+      if (runs_shift_in_front(t, {&probe, 1})) keys.push_back(mvq_ln_key(t, n_embd, true));
+    }
+  }
+  if (t_.mv_max_t > 0 && t_.mvf && is_float_type(t)) {  // the shapes mvf_key() tells apart
+    for (const uint64_t w : {uint64_t{1}, t_.mvf_large_weights}) {
+      for (const uint32_t n : {1u, t_.mvf_many_rows}) {
+        // (Few rows: the LoRA down products' inputs, n_embd, and short ones, the LoRA up's.)
+        for (const uint32_t k : {n_embd, 32u}) keys.push_back(mvf_key(t, n, w, k));
+      }
+    }
+    MmSlot probe{n_embd, 16, 0, 0, MmMode::kStore, 16};
+    if (runs_shift_in_front(t, {&probe, 1})) keys.push_back(mvf_ln_key(t, n_embd));
+  }
+}
+
+// The row kernels' and wkv's pipelines.
+void Kernels::warm_rows_and_wkv(uint32_t n_embd, uint32_t head_size, uint32_t lora_ranks,
+                                std::vector<Pipelines::Key>& keys) const {
   if (prof_.features.int_dot) keys.push_back({"q8", {kQ8Wg}});
   if (coopmat_) {
     keys.push_back({"h16", {kH16Wg}});
@@ -230,7 +248,6 @@ void Kernels::warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t he
   } else {
     keys.push_back({"wkv", {head_size, head_size}});
   }
-  if (pipes_ != nullptr) pipes_->prepare(keys);
 }
 
 // Rows per subgroup: 2, so each lane has twice the loads in flight and each decoded x meets two
@@ -685,65 +702,27 @@ void Kernels::dispatch(VkCommandBuffer cb, uint32_t x, uint32_t y, uint32_t z) {
   vkCmdDispatch(cb, x, y, z);
 }
 
+// One mm() call: its arguments, push constants and what they have in common.
+struct Kernels::MmCall {
+  VkCommandBuffer cb;
+  VkDescriptorSet set;
+  GgmlType type;
+  std::span<const MmSlot> slots;
+  uint32_t T;
+  MmPush pc{};
+  uint32_t max_n = 0, n_slots = 0;
+  bool qout = false;  // some slot wants its output's int8 form too
+};
+
 void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
                  std::span<const MmSlot> slots, uint32_t T) {
-  if (slots.empty() || slots.size() > kWeightBindings || T == 0) {
-    throw EngineError("vk mm: 1..4 slots and T > 0 required");
-  }
-  if (slots[0].front.rec != kNoQ8 && (T != 1 || !runs_shift_in_front(type, slots))) {
-    throw EngineError("vk mm: these products cannot run the shift in front");
-  }
-  MmPush pc{};
-  uint32_t max_n = 0;
-  bool qout = false;  // some slot wants its output's int8 form too
-  for (size_t i = 0; i < slots.size(); ++i) {
-    const MmSlot& s = slots[i];
-    if (s.K % 8 != 0) throw EngineError("vk mm: K must be a multiple of 8");
-    pc.K[i] = s.K;
-    pc.N[i] = s.N;
-    pc.x_off[i] = s.x_off;
-    pc.y_off[i] = s.y_off;
-    pc.mode[i] = static_cast<uint32_t>(s.mode);
-    pc.row_bytes[i] = s.row_bytes;
-    pc.yq_off[i] = s.yq_off;
-    max_n = std::max(max_n, s.N);
-    if (s.yq_off != kNoQ8) {
-      if (s.q8_off == kNoQ8 || !writes_q8(type, s.K, s.N, T)) {
-        throw EngineError("vk mm: this product cannot write its output's int8 form");
-      }
-      qout = true;
-    }
-  }
-  pc.T = T;
-  bool k32 = true, coopmat = true;
-  for (const MmSlot& sl : slots) {
-    k32 = k32 && sl.K % 32 == 0;
-    coopmat = coopmat && uses_coopmat(type, sl.K, T, sl.half_ok);
-  }
-  const bool hout =
-      std::any_of(slots.begin(), slots.end(), [](const MmSlot& s) { return s.yh_off != kNoQ8; });
-  if (hout && !writes_h16(type, slots, T)) {
-    throw EngineError("vk mm: this product cannot write its output's fp16 form");
-  }
-  const auto n_slots = static_cast<uint32_t>(slots.size());
-  // Tensor-core products: `key` over gx x gy workgroups a slot and part of K; with split-K parts
-  // (mc_split, mcd_split) mc_sum.comp then adds their partial sums in order, through the
-  // epilogue.
-  const auto dispatch_parts = [&](const Pipelines::Key& key, uint32_t split, uint32_t gx,
-                                  uint32_t gy) {
-    if (split > 1) {
-      pc.ksplit = split;
-      pc.part_off = slots[0].part_off;
-      pc.part_width = slots[0].part_width;
-    }
-    bind(cb, set, key, &pc, sizeof(pc));
-    dispatch(cb, gx, gy, n_slots * split);
-    if (split > 1) {
-      compute_barrier(cb);
-      bind(cb, set, {"mc_sum", {kMcSumWg}}, &pc, sizeof(pc));
-      dispatch(cb, ceil_div(T * max_n, kMcSumWg), n_slots, 1);
-    }
-  };
+  MmCall c{cb, set, type, slots, T};
+  mm_prepare(c);
+  const bool k32 =
+      std::all_of(slots.begin(), slots.end(), [](const MmSlot& s) { return s.K % 32 == 0; });
+  const bool coopmat = std::all_of(slots.begin(), slots.end(), [&](const MmSlot& s) {
+    return uses_coopmat(type, s.K, T, s.half_ok);
+  });
   // (F16 weights read the float inputs, which mcd.comp splits in two fp16 halves; like the fp16
   // forms' products, only with K a multiple of its 64-input steps: a LoRA up product of rank 32
   // would otherwise take none and come out 0.)
@@ -751,99 +730,162 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
       splits_inputs(type) && std::all_of(slots.begin(), slots.end(), [&](const MmSlot& s) {
         return s.x_off % 8 == 0 && uses_coopmat(type, s.K, T);
       });
-  if (k32 && !qout && few_on_coopmat(T) && (halves || reads_h16(type, slots, T))) {
-    for (size_t i = 0; i < slots.size() && !halves; ++i) {
-      pc.x_off[i] = slots[i].h16_off;
-      pc.yq_off[i] = slots[i].yh_off;
-    }
-    dispatch_parts(mcd_key(type), mcd_split(slots), ceil_div(max_n, kMcdRows),
-                   ceil_div(T, kMcdTokens));
-    return;
+  if (k32 && !c.qout && few_on_coopmat(T) && (halves || reads_h16(type, slots, T))) {
+    return mm_few_on_coopmat(c, halves);
   }
-  if (k32 && T <= t_.mv_max_t && takes_mvf(type, slots, T)) {
-    uint64_t weights = 0;  // the largest slot's
-    uint32_t k_max = 0;    // the longest row's
-    for (const MmSlot& sl : slots) {
-      weights = std::max<uint64_t>(weights, uint64_t{sl.K} * sl.N);
-      k_max = std::max(k_max, sl.K);
-    }
-    const bool front = slots[0].front.rec != kNoQ8;
-    const Pipelines::Key key =
-        front ? mvf_ln_key(type, slots[0].K) : mvf_key(type, max_n, weights, k_max);
-    if (front) set_front(slots, pc);
-    bind(cb, set, key, &pc, sizeof(pc));
-    const uint32_t rows =
-        key.second[0] / prof_.features.subgroup_size / key.second[3] * key.second[2];
-    dispatch(cb, row_groups(max_n, rows), 1, static_cast<uint32_t>(slots.size()));
-    return;
-  }
-  if (k32 && T <= t_.mv_max_t) {
-    const uint32_t tt = mv_tokens(T, t_.mv_tt_max);
-    const bool q8 =
-        reads_q8(type, T) &&
-        std::all_of(slots.begin(), slots.end(), [](const MmSlot& s) { return s.q8_off != kNoQ8; });
-    if (q8) {
-      for (size_t i = 0; i < slots.size(); ++i) pc.x_off[i] = slots[i].q8_off;
-    }
-    if (q8 && !qout) {
-      uint32_t k_min = UINT32_MAX;
-      for (const MmSlot& sl : slots) k_min = std::min(k_min, sl.K);
-      pc.ksplit = mvq_ksplit(k_min);
-    }
-    const uint32_t mv_r = mv_rows();
-    const bool front = slots[0].front.rec != kNoQ8;
-    if (front) {  // (int8 inputs: mm()'s check of runs_shift_in_front() above)
-      set_front(slots, pc);
-      pc.ksplit = 1;
-    }
-    const Pipelines::Key key = front ? mvq_ln_key(type, slots[0].K, qout)
-                               : q8  ? mvq_key(type, tt, qout, max_n)
-                                     : mv_key(type, tt, mv_r);
-    bind(cb, set, key, &pc, sizeof(pc));
-    // Rows a workgroup: its subgroups (per part of K) times the pipeline's rows a subgroup
-    // (specialization constant 2 of all three kernels).
-    const uint32_t rows = key.second[0] / prof_.features.subgroup_size / pc.ksplit * key.second[2];
-    dispatch(cb, row_groups(max_n, rows), ceil_div(T, tt), static_cast<uint32_t>(slots.size()));
-    return;
-  }
-  if (k32 && T >= t_.mt_min_t) {  // (mv took every T <= t_.mv_max_t above)
-    if (coopmat) {
-      // 32-token tiles where 64-token ones would leave the GPU short of invocations
-      // (Tuning::mc_small_grid; a 128-row workgroup counts twice a 64-row one).
-      // Q6_K takes 64-token tiles whenever it has 64 tokens: its pieces cost the most to decode,
-      // and a wider tile decodes each for more tokens (10240 -> 2560 703 -> 609 us, 2560 -> 2560
-      // 169 -> 153 us; Q4_K 2560 -> 2560 111 -> 117 us the other way).
-      const uint32_t split = mc_split(slots);
-      const uint32_t rows = mc_rows(type, max_n, T, n_slots, split);
-      const uint32_t grid = ceil_div(max_n, rows) * ceil_div(T, kTileTokens) * n_slots * split;
-      uint32_t tokens = grid * (rows / kTileRows) < t_.mc_small_grid ? 32 : kTileTokens;
-      if (type == GgmlType::Q6_K && T > 32) tokens = kTileTokens;
-      if (t_.mc_tokens == 32 || t_.mc_tokens == 64) tokens = t_.mc_tokens;
-      // The inputs' fp16 form where every slot has one (the forward writes it for its large
-      // products): half the bytes of the reads that dominate mc.comp's traffic.
-      const bool x16 = reads_h16(type, slots, T);
-      if (x16) {
-        for (size_t i = 0; i < slots.size(); ++i) {
-          pc.x_off[i] = slots[i].h16_off;
-          pc.yq_off[i] = slots[i].yh_off;
-          if (slots[i].yh_off != kNoQ8 && slots[i].y_half_only) pc.mode[i] |= kModeHalfOnly;
-        }
-      }
-      dispatch_parts(mc_key(type, rows, tokens, x16), split, ceil_div(max_n, rows),
-                     ceil_div(T, tokens));
-      return;
-    }
-    bind(cb, set, {"mt_" + weight_type_suffix(type), {}}, &pc, sizeof(pc));
-    dispatch(cb, ceil_div(max_n, kTileRows), ceil_div(T, kTileTokens), n_slots);
-    return;
-  }
-  bind(cb, set, {subgroup_variant("mm_" + weight_type_suffix(type)), {wg_, kTokenTile}}, &pc,
-       sizeof(pc));
+  if (k32 && T <= t_.mv_max_t && takes_mvf(type, slots, T)) return mm_float_matvec(c);
+  if (k32 && T <= t_.mv_max_t) return mm_matvec(c);
+  if (k32 && T >= t_.mt_min_t) return coopmat ? mm_coopmat(c) : mm_tiled(c);  // (mv: T <= max)
+  bind(cb, set, {subgroup_variant("mm_" + weight_type_suffix(type)), {wg_, kTokenTile}}, &c.pc,
+       sizeof(c.pc));
   // Rows per workgroup: one per subgroup, or one (workgroup reduction).
   const uint32_t rows =
       prof_.features.subgroup_arith ? std::max(1u, wg_ / prof_.features.subgroup_size) : 1u;
-  dispatch(cb, row_groups(max_n, rows), ceil_div(T, kTokenTile),
-           static_cast<uint32_t>(slots.size()));
+  dispatch(cb, row_groups(c.max_n, rows), ceil_div(T, kTokenTile), c.n_slots);
+}
+
+// The checks of an mm() call and its push constants as the slots give them.
+void Kernels::mm_prepare(MmCall& c) const {
+  const std::span<const MmSlot> slots = c.slots;
+  if (slots.empty() || slots.size() > kWeightBindings || c.T == 0) {
+    throw EngineError("vk mm: 1..4 slots and T > 0 required");
+  }
+  if (slots[0].front.rec != kNoQ8 && (c.T != 1 || !runs_shift_in_front(c.type, slots))) {
+    throw EngineError("vk mm: these products cannot run the shift in front");
+  }
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const MmSlot& s = slots[i];
+    if (s.K % 8 != 0) throw EngineError("vk mm: K must be a multiple of 8");
+    c.pc.K[i] = s.K;
+    c.pc.N[i] = s.N;
+    c.pc.x_off[i] = s.x_off;
+    c.pc.y_off[i] = s.y_off;
+    c.pc.mode[i] = static_cast<uint32_t>(s.mode);
+    c.pc.row_bytes[i] = s.row_bytes;
+    c.pc.yq_off[i] = s.yq_off;
+    c.max_n = std::max(c.max_n, s.N);
+    if (s.yq_off != kNoQ8) {
+      if (s.q8_off == kNoQ8 || !writes_q8(c.type, s.K, s.N, c.T)) {
+        throw EngineError("vk mm: this product cannot write its output's int8 form");
+      }
+      c.qout = true;
+    }
+  }
+  c.pc.T = c.T;
+  c.n_slots = static_cast<uint32_t>(slots.size());
+  const bool hout =
+      std::any_of(slots.begin(), slots.end(), [](const MmSlot& s) { return s.yh_off != kNoQ8; });
+  if (hout && !writes_h16(c.type, slots, c.T)) {
+    throw EngineError("vk mm: this product cannot write its output's fp16 form");
+  }
+}
+
+// Tensor-core products: `key` over gx x gy workgroups a slot and part of K; with split-K parts
+// (mc_split, mcd_split) mc_sum.comp then adds their partial sums in order, through the epilogue.
+void Kernels::mm_parts(MmCall& c, const Pipelines::Key& key, uint32_t split, uint32_t gx,
+                       uint32_t gy) {
+  if (split > 1) {
+    c.pc.ksplit = split;
+    c.pc.part_off = c.slots[0].part_off;
+    c.pc.part_width = c.slots[0].part_width;
+  }
+  bind(c.cb, c.set, key, &c.pc, sizeof(c.pc));
+  dispatch(c.cb, gx, gy, c.n_slots * split);
+  if (split > 1) {
+    compute_barrier(c.cb);
+    bind(c.cb, c.set, {"mc_sum", {kMcSumWg}}, &c.pc, sizeof(c.pc));
+    dispatch(c.cb, ceil_div(c.T * c.max_n, kMcSumWg), c.n_slots, 1);
+  }
+}
+
+// mcd.comp: from the inputs' fp16 form, or (halves) from the floats split in two halves.
+void Kernels::mm_few_on_coopmat(MmCall& c, bool halves) {
+  for (size_t i = 0; i < c.slots.size() && !halves; ++i) {
+    c.pc.x_off[i] = c.slots[i].h16_off;
+    c.pc.yq_off[i] = c.slots[i].yh_off;
+  }
+  mm_parts(c, mcd_key(c.type), mcd_split(c.slots), ceil_div(c.max_n, kMcdRows),
+           ceil_div(c.T, kMcdTokens));
+}
+
+// mvf.comp: float weights at one token, maybe with the shift in front.
+void Kernels::mm_float_matvec(MmCall& c) {
+  uint64_t weights = 0;  // the largest slot's
+  uint32_t k_max = 0;    // the longest row's
+  for (const MmSlot& sl : c.slots) {
+    weights = std::max<uint64_t>(weights, uint64_t{sl.K} * sl.N);
+    k_max = std::max(k_max, sl.K);
+  }
+  const bool front = c.slots[0].front.rec != kNoQ8;
+  const Pipelines::Key key =
+      front ? mvf_ln_key(c.type, c.slots[0].K) : mvf_key(c.type, c.max_n, weights, k_max);
+  if (front) set_front(c.slots, c.pc);
+  bind(c.cb, c.set, key, &c.pc, sizeof(c.pc));
+  const uint32_t rows =
+      key.second[0] / prof_.features.subgroup_size / key.second[3] * key.second[2];
+  dispatch(c.cb, row_groups(c.max_n, rows), 1, c.n_slots);
+}
+
+// mvq.comp on the inputs' int8 form (maybe with the shift in front), else mv.comp.
+void Kernels::mm_matvec(MmCall& c) {
+  const uint32_t tt = mv_tokens(c.T, t_.mv_tt_max);
+  const bool q8 =
+      reads_q8(c.type, c.T) && std::all_of(c.slots.begin(), c.slots.end(),
+                                           [](const MmSlot& s) { return s.q8_off != kNoQ8; });
+  if (q8) {
+    for (size_t i = 0; i < c.slots.size(); ++i) c.pc.x_off[i] = c.slots[i].q8_off;
+  }
+  if (q8 && !c.qout) {
+    uint32_t k_min = UINT32_MAX;
+    for (const MmSlot& sl : c.slots) k_min = std::min(k_min, sl.K);
+    c.pc.ksplit = mvq_ksplit(k_min);
+  }
+  const bool front = c.slots[0].front.rec != kNoQ8;
+  if (front) {  // (int8 inputs: mm_prepare()'s check of runs_shift_in_front())
+    set_front(c.slots, c.pc);
+    c.pc.ksplit = 1;
+  }
+  const Pipelines::Key key = front ? mvq_ln_key(c.type, c.slots[0].K, c.qout)
+                             : q8  ? mvq_key(c.type, tt, c.qout, c.max_n)
+                                   : mv_key(c.type, tt, mv_rows());
+  bind(c.cb, c.set, key, &c.pc, sizeof(c.pc));
+  // Rows a workgroup: its subgroups (per part of K) times the pipeline's rows a subgroup
+  // (specialization constant 2 of all three kernels).
+  const uint32_t rows = key.second[0] / prof_.features.subgroup_size / c.pc.ksplit * key.second[2];
+  dispatch(c.cb, row_groups(c.max_n, rows), ceil_div(c.T, tt), c.n_slots);
+}
+
+// mc.comp, tiles of 64 or 128 rows by 64 or 32 tokens.
+void Kernels::mm_coopmat(MmCall& c) {
+  // 32-token tiles where 64-token ones would leave the GPU short of invocations
+  // (Tuning::mc_small_grid; a 128-row workgroup counts twice a 64-row one).
+  // Q6_K takes 64-token tiles whenever it has 64 tokens: its pieces cost the most to decode,
+  // and a wider tile decodes each for more tokens (10240 -> 2560 703 -> 609 us, 2560 -> 2560
+  // 169 -> 153 us; Q4_K 2560 -> 2560 111 -> 117 us the other way).
+  const uint32_t split = mc_split(c.slots);
+  const uint32_t rows = mc_rows(c.type, c.max_n, c.T, c.n_slots, split);
+  const uint32_t grid = ceil_div(c.max_n, rows) * ceil_div(c.T, kTileTokens) * c.n_slots * split;
+  uint32_t tokens = grid * (rows / kTileRows) < t_.mc_small_grid ? 32 : kTileTokens;
+  if (c.type == GgmlType::Q6_K && c.T > 32) tokens = kTileTokens;
+  if (t_.mc_tokens == 32 || t_.mc_tokens == 64) tokens = t_.mc_tokens;
+  // The inputs' fp16 form where every slot has one (the forward writes it for its large
+  // products): half the bytes of the reads that dominate mc.comp's traffic.
+  const bool x16 = reads_h16(c.type, c.slots, c.T);
+  if (x16) {
+    for (size_t i = 0; i < c.slots.size(); ++i) {
+      c.pc.x_off[i] = c.slots[i].h16_off;
+      c.pc.yq_off[i] = c.slots[i].yh_off;
+      if (c.slots[i].yh_off != kNoQ8 && c.slots[i].y_half_only) c.pc.mode[i] |= kModeHalfOnly;
+    }
+  }
+  mm_parts(c, mc_key(c.type, rows, tokens, x16), split, ceil_div(c.max_n, rows),
+           ceil_div(c.T, tokens));
+}
+
+// mt.comp: fp32 tiles of 64 rows by 64 tokens.
+void Kernels::mm_tiled(MmCall& c) {
+  bind(c.cb, c.set, {"mt_" + weight_type_suffix(c.type), {}}, &c.pc, sizeof(c.pc));
+  dispatch(c.cb, ceil_div(c.max_n, kTileRows), ceil_div(c.T, kTileTokens), c.n_slots);
 }
 
 void Kernels::embed(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type, const EmbedArgs& a,

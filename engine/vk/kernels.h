@@ -299,6 +299,20 @@ class Kernels {
                    uint32_t split) const;
   // The shader's _sg variant (subgroup reductions) where the device has subgroup arithmetic.
   std::string subgroup_variant(const std::string& shader) const;
+  // warm()'s parts: the pipelines of one weight type's products, then the rest.
+  void warm_tensor_cores(GgmlType t, GgmlType head, std::vector<Pipelines::Key>& keys) const;
+  void warm_matvec(GgmlType t, uint32_t n_embd, std::vector<Pipelines::Key>& keys) const;
+  void warm_rows_and_wkv(uint32_t n_embd, uint32_t head_size, uint32_t lora_ranks,
+                         std::vector<Pipelines::Key>& keys) const;
+  // mm()'s parts: its checks and push constants, then one per kernel it can take.
+  struct MmCall;
+  void mm_prepare(MmCall& c) const;
+  void mm_parts(MmCall& c, const Pipelines::Key& key, uint32_t split, uint32_t gx, uint32_t gy);
+  void mm_few_on_coopmat(MmCall& c, bool halves);
+  void mm_float_matvec(MmCall& c);
+  void mm_matvec(MmCall& c);
+  void mm_coopmat(MmCall& c);
+  void mm_tiled(MmCall& c);
   // Binds the pipeline of `key` with its descriptor set and push constants, and dispatch()
   // records its grid; without pipelines (a plan-only Kernels) both only log (dispatch_log()).
   void bind(VkCommandBuffer cb, VkDescriptorSet set, const Pipelines::Key& key, const void* pc,
