@@ -588,7 +588,7 @@ bool Kernels::wkv_sg(uint32_t head_size) const {
 }
 
 std::vector<std::string> Kernels::choices(uint32_t head_size) const {
-  std::vector<std::string> out;
+  std::vector<std::string> out{std::string("tuning=") + device_class_name(prof_.device_class())};
   if (prof_.features.subgroup_arith) {
     out.push_back("subgroup_size=" + std::to_string(prof_.features.subgroup_size));
   }

@@ -226,7 +226,8 @@ class Kernels {
   void clear_dispatch_log() { log_.clear(); }
   const Tuning& tuning() const { return t_; }  // as fitted to the device
   const DeviceProfile& profile() const { return prof_; }
-  // The variants this device gets ("decode_matvec", "tensor_cores", "wkv_subgroup", ...); what
+  // The variants this device gets ("tuning=nvidia-hopper": its class's table, "decode_matvec",
+  // "tensor_cores", "wkv_subgroup", ...); what
   // also depends on the model (the LoRA fusion) is the forward's to add.
   std::vector<std::string> choices(uint32_t head_size) const;
 

@@ -3,6 +3,7 @@
 // the key.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -10,10 +11,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "engine/error.h"
+#include "engine/vk/device.h"
 #include "engine/vk/tuning.h"
+#include "tests/vk/vk_harness.h"
 
 namespace rwkvd::engine::vk {
 namespace {
@@ -115,6 +119,36 @@ TEST(VkTuning, ChooseTuningReadsTheFileOfTheEnvironment) {
   EXPECT_EQ(t.mv_max_t, tuning_table(DeviceClass::kNvidiaHopper).mv_max_t);
   EXPECT_NE(missing.find(".absent: cannot read the file"), std::string::npos) << missing;
   EXPECT_EQ(choose_tuning(DeviceClass::kCpu), tuning_table(DeviceClass::kCpu));
+}
+
+// The device at hand takes its class's table (no override in the environment), and says which;
+// lavapipe as CI runs it is the named profile "lavapipe" (the plan tests' profile of it).
+TEST(VkTuning, TheDeviceTakesItsClassTable) {
+  if (std::getenv("RWKVD_VK_TUNING") != nullptr) GTEST_SKIP() << "RWKVD_VK_TUNING is set";
+  test::keep_driver_loaded();
+  test::enable_validation();
+  const uint64_t errors = Device::validation_errors();
+  Device dev;
+  const DeviceClass c = dev.profile().device_class();
+  std::printf("[ tuning   ] %s: the %s table\n", dev.name().c_str(), device_class_name(c));
+  EXPECT_EQ(dev.tuning(), choose_tuning(c));
+  EXPECT_EQ(c == DeviceClass::kCpu, dev.props().deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU);
+  const DeviceProfile named = named_device_profile("lavapipe");
+  if (dev.profile().vendor_id == named.vendor_id &&
+      dev.profile().features.subgroup_size == named.features.subgroup_size) {
+    const DeviceProfile& p = dev.profile();
+    const DeviceFeatures &f = p.features, &g = named.features;
+    EXPECT_EQ(p.type, named.type);
+    EXPECT_EQ(std::tie(f.float16, f.storage16, f.storage8, f.subgroup_arith, f.subgroup_shuffle,
+                       f.coopmat, f.int_dot, f.int_dot_fast),
+              std::tie(g.float16, g.storage16, g.storage8, g.subgroup_arith, g.subgroup_shuffle,
+                       g.coopmat, g.int_dot, g.int_dot_fast));
+    EXPECT_EQ(std::tie(p.max_workgroup_size, p.max_workgroup_invocations, p.max_shared_memory,
+                       p.max_workgroup_count),
+              std::tie(named.max_workgroup_size, named.max_workgroup_invocations,
+                       named.max_shared_memory, named.max_workgroup_count));
+  }
+  RWKVD_EXPECT_NO_VALIDATION_ERRORS(errors);
 }
 
 }  // namespace
