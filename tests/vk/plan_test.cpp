@@ -20,6 +20,7 @@
 #include "engine/vk/device_profile.h"
 #include "engine/vk/kernels.h"
 #include "engine/vk/tuning.h"
+#include "shaders/shaders.h"
 
 namespace rwkvd::engine::vk {
 namespace {
@@ -160,6 +161,16 @@ TEST(VkPlan, ProfilesChooseTheirDeviceClass) {
   EXPECT_EQ(device_class(0x13b5, VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU, "Mali-G710"),
             DeviceClass::kPortable);
   EXPECT_THROW(named_device_profile("h300"), EngineError);
+}
+
+// The product embeds no diagnostic build (their results are wrong) and no benchmark's kernel: no
+// tuning can reach them from rwkvd. vk_kernel_bench has them (shaders/CMakeLists.txt).
+TEST(VkPlan, TheProductEmbedsNoBenchShader) {
+  for (const shaders::Shader& s : shaders::all()) {
+    EXPECT_EQ(s.name.find("diag"), std::string_view::npos) << s.name;
+    EXPECT_NE(s.name, "grid_sync");
+  }
+  EXPECT_GT(shaders::all().size(), 100u);
 }
 
 }  // namespace
