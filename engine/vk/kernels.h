@@ -227,8 +227,8 @@ class Kernels {
   const Tuning& tuning() const { return t_; }  // as fitted to the device
   const DeviceProfile& profile() const { return prof_; }
   // The variants this device gets ("tuning=nvidia-hopper": its class's table, "decode_matvec",
-  // "tensor_cores", "wkv_subgroup", ...); what
-  // also depends on the model (the LoRA fusion) is the forward's to add.
+  // "tensor_cores", "wkv_subgroup", ...); what also depends on the model (the LoRA fusion) is the
+  // forward's to add.
   std::vector<std::string> choices(uint32_t head_size) const;
 
  private:
