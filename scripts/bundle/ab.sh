@@ -2,9 +2,10 @@
 # An A/B of builds or settings on the GPU host, from a bundle (scripts/bench-bundle, --base REV
 # for an A/B of code):
 #   bash BUNDLE/ab.sh "MODELS" "VARIANTS" [ROUNDS]
-# MODELS: preset:type words ("2.9b:q4_k_m 0.1b:q4_k_m"). VARIANTS: name=BINARY[,ENV=V...] words,
+# MODELS: preset:type words ("2.9b:q4_k_m 0.1b:q4_k_m"). VARIANTS: name=BINARY[,SETTING...] words,
 # BINARY relative to where it runs ("base=BUNDLE/rwkvd-base new=BUNDLE/rwkvd" or
-# "off=BUNDLE/rwkvd,RWKVD_VK_X=0 on=BUNDLE/rwkvd"). Runs
+# "off=BUNDLE/rwkvd,fuse_lora=false on=BUNDLE/rwkvd"; settings as apply_variant in env.sh takes
+# them: tuning values, or ENV=V). Runs
 # `rwkvd bench --parts engine --repeats 1` (BENCH_REPEATS; BENCH_QUICK=1: --quick) of every
 # variant in turn, ROUNDS times (default 3), so that drift of the machine falls on every variant
 # alike (compare within a run only), with the profiler off. Prints a line per run (its key figures and quality hash: a change of numbers shows
@@ -29,7 +30,7 @@ for r in $(seq 1 "$rounds"); do
       [[ $spec == *,* ]] && envs=${spec#*,}
       tag=$p-$t-$name-$r
       (
-        IFS=, && for kv in $envs; do [[ -n $kv ]] && export "${kv?}"; done
+        apply_variant "$tag" "$envs"
         timeout "${BENCH_TIMEOUT:-120}" "$bin" bench --model "$model" ${BENCH_QUICK:+--quick} \
           --device gpu --parts engine --repeats "${BENCH_REPEATS:-1}" --embed-docs "${EMBED_DOCS:-16}" \
           --text "$bundle/bench_email.txt" \

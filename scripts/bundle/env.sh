@@ -23,3 +23,26 @@ synth_model() {
   [[ -f $model ]] || "$bundle/rwkvd" synth --preset "$1" --type "$2" --seed 1 --out "$model" \
     --vocab-file "$bundle/rwkv_vocab_v20230424.txt" 2>"$3/synth-$1-$2.log"
 }
+
+# A variant's settings (comma-separated KEY=VALUE words, in a subshell): names in capitals are
+# environment variables (RWKVD_VK_PROFILE=0, ...), lower-case ones tuning values (mc_split=1,
+# fuse_lora=false: engine/vk/tuning.h's fields), which go to one JSON file per variant that
+# RWKVD_VK_TUNING names (docs/VULKAN.md, "Tuning"). apply_variant NAME SETTINGS
+apply_variant() {
+  local json="" kv k v
+  IFS=, read -ra kvs <<<"$2"
+  for kv in "${kvs[@]}"; do
+    [[ -n $kv ]] || continue
+    k=${kv%%=*} v=${kv#*=}
+    if [[ $k =~ ^[A-Z][A-Z0-9_]*$ ]]; then
+      export "$k=$v"
+    else
+      [[ $v =~ ^([0-9]+|true|false)$ ]] || v="\"$v\""
+      json+="${json:+, }\"$k\": $v"
+    fi
+  done
+  if [[ -n $json ]]; then
+    echo "{$json}" >"/tmp/tuning-$1.json"
+    export RWKVD_VK_TUNING=/tmp/tuning-$1.json
+  fi
+}

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The per-kernel GPU time of `rwkvd bench` on the GPU host, from a bundle (scripts/bench-bundle):
 #   bash BUNDLE/profile.sh "MODELS" "VARIANTS" [REPEATS]
-# MODELS: preset:type words (e.g. "2.9b:q4_k_m 0.1b:q4_k_m"). VARIANTS: name=ENV=V,ENV=V words
-# (e.g. "new=RWKVD_VK_MV_MAX_T=32 old=RWKVD_VK_MV_MAX_T=0"; "base=" for no change;
+# MODELS: preset:type words (e.g. "2.9b:q4_k_m 0.1b:q4_k_m"). VARIANTS: name=SETTING,SETTING words
+# (settings as apply_variant in env.sh takes them: e.g. "new=mv_max_t=32 old=mv_max_t=0";
+# "base=" for no change;
 # RWKVD_VK_PROFILE=0 in a variant turns the profiler off, to see its cost; RWKVD_BIN=PATH runs
 # another build, e.g. the last commit's, for an A/B of code rather than knobs). For each
 # model and variant, `rwkvd bench --parts engine` runs with RWKVD_VK_PROFILE, so
@@ -24,7 +25,7 @@ for mt in $models; do
     name=${v%%=*} envs=${v#*=}
     tag=$p-$t-$name
     (
-      IFS=, && for kv in $envs; do [[ -n $kv ]] && export "${kv?}"; done
+      apply_variant "$tag" "$envs"
       RWKVD_VK_PROFILE=${RWKVD_VK_PROFILE-$res/kernels-$tag.md} timeout "${BENCH_TIMEOUT:-300}" "${RWKVD_BIN:-$bundle/rwkvd}" bench \
         --model "$m" --device gpu --parts engine --repeats "$repeats" --embed-docs "${EMBED_DOCS:-64}" \
         --text "$bundle/bench_email.txt" \

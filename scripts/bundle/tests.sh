@@ -19,4 +19,4 @@ for suite in $suites; do
   echo "$suite rc=$?"
 done
 tar czf "$OUT/vk_tests-logs.tgz" -C /tmp vk_tests_logs
-grep -hE "coopmat|FAILED|PASSED|synthetic-A.*logits" "$logs"/vk_tests-*.log | sort | uniq -c
+grep -hE "coopmat|FAILED|PASSED|synthetic-A.*logits|\[ tuning" "$logs"/vk_tests-*.log | sort | uniq -c
