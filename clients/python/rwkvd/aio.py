@@ -18,7 +18,6 @@ worker's shared memory where mapped; `np.array(x)` is a writable copy).
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from typing import Any, AsyncIterator, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -27,9 +26,8 @@ import zmq
 import zmq.asyncio
 
 from .client import (Chunk, ForwardResult, GenerateResult, Prompt, _Base, _prompt_fields,
-                     _state_bytes, connect_socket, generate_all_requests, generate_fields)
-from .errors import (ClosedError, ErrorCode, RwkvdError, TransportError, WorkerError,
-                     WrongLoop)
+                     _SessionBase, _state_bytes, connect_socket, generate_all_requests, generate_fields)
+from .errors import ClosedError, RwkvdError, TransportError, WorkerError, WrongLoop
 
 
 class AsyncClient(_Base):
@@ -214,20 +212,13 @@ class AsyncClient(_Base):
         try:
             while True:
                 r = await self._recv([rid])
-                if r.get("more"):
-                    yield Chunk(list(r.get("tokens", [])), r.get("text", ""))
-                    continue
-                finished = True
-                yield Chunk(list(r.get("tokens", [])), r.get("text", ""), self._result(r))
-                return
+                chunk = self._chunk(r)
+                finished = chunk.result is not None
+                yield chunk
+                if finished:
+                    return
         finally:
-            self._done([rid])
-            self._drop_inputs()
-            if not finished and not self._closed and os.getpid() == self._pid:
-                try:
-                    self._done([self._send("cancel", {"target": rid})])  # not waited for
-                except TransportError:
-                    pass
+            self._end_stream(rid, finished)
 
     async def generate_all(self, prompts: Sequence[Prompt], *,
                            sessions: Optional[Sequence[int]] = None,
@@ -275,29 +266,13 @@ class AsyncClient(_Base):
             except WorkerError:
                 pass  # already reclaimed by the lease timeout
 
-    @property
-    def closed(self) -> bool:
-        """True after close()."""
-        return self._closed
-
     def close(self) -> None:
         """As Client.close (not a coroutine: nothing is waited for)."""
-        if self._closed:
-            return
-        self._closed = True
-        if os.getpid() != self._pid:
-            return
-        try:
-            if self._pending:
-                leases = list(self._pending)
-                self._pending.clear()
-                self._send("release", {"leases": leases})
-        except TransportError:
-            pass
-        self._lose_in_flight()
-        self._wake_all()
-        self._sock.close(linger=200)
-        self._ctx.term()
+        if self._begin_close():
+            self._lose_in_flight()
+            self._wake_all()
+            self._sock.close(linger=200)
+            self._ctx.term()
 
     async def __aenter__(self) -> "AsyncClient":
         return self
@@ -306,19 +281,10 @@ class AsyncClient(_Base):
         self.close()
 
 
-class AsyncSession:
+class AsyncSession(_SessionBase):
     """A worker session driven from asyncio (Session's operations as coroutines)."""
 
-    def __init__(self, client: AsyncClient, session_id: int) -> None:
-        self.client = client
-        self.id = session_id
-        self.closed = False
-
-    @property
-    def _sid(self) -> int:
-        if self.closed:
-            raise ClosedError(f"session {self.id} used after close()")
-        return self.id
+    client: AsyncClient
 
     async def feed(self, prompt: Prompt) -> int:
         """Advance the state over `prompt`; returns the position."""
@@ -363,20 +329,12 @@ class AsyncSession:
 
     async def close(self) -> None:
         """Free the session on the worker. Again: nothing."""
-        if self.closed:
-            return
-        self.closed = True
-        if self.client.closed:
-            return
-        try:
-            await self.client.call("session_close", session=self.id)
-        except WorkerError as e:
-            if e.code != ErrorCode.UNKNOWN_SESSION:
-                raise
-
-    def __repr__(self) -> str:
-        state = "closed" if self.closed else "open"
-        return f"AsyncSession(id={self.id}, client={self.client._routing_id.decode()}, {state})"
+        if self._begin_close():
+            try:
+                await self.client.call("session_close", session=self.id)
+            except WorkerError as e:
+                if not self._closed_anyway(e):
+                    raise
 
     async def __aenter__(self) -> "AsyncSession":
         return self

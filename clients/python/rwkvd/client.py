@@ -207,6 +207,11 @@ class _Base:
         self.shm_input_min_bytes: Optional[int] = 1 << 20
         self._inputs: List[str] = []  # those of the requests in flight (_send), removed after
 
+    @property
+    def closed(self) -> bool:
+        """True after close()."""
+        return self._closed
+
     def _check_usable(self) -> None:
         if os.getpid() != self._pid:
             raise WrongProcess(f"this client was made in process {self._pid}, before a fork(); "
@@ -311,6 +316,38 @@ class _Base:
                 return reply
         return None
 
+    def _end_stream(self, rid: int, finished: bool) -> None:
+        """A stream's cleanup: it is no longer waited for, and cancelled unless it finished."""
+        self._done([rid])
+        self._drop_inputs()
+        if not finished and not self._closed and os.getpid() == self._pid:
+            try:
+                self._done([self._send("cancel", {"target": rid})])  # not waited for
+            except TransportError:
+                pass
+
+    def _begin_close(self) -> bool:
+        """Marks the client closed and sends the releases of held leases without waiting for
+        them (a dead worker must not make close() take the whole timeout; the lease timeout
+        covers a lost release). False when there is nothing more to do: closed already, or a
+        forked child, where touching the parent's socket and context could hang."""
+        if self._closed:
+            return False
+        self._closed = True
+        if os.getpid() != self._pid:
+            return False
+        try:
+            if self._pending:
+                leases = list(self._pending)
+                self._pending.clear()  # not piggy-backed as well
+                self._send("release", {"leases": leases})
+        except TransportError:
+            pass
+        return True
+
+    def _send(self, op: str, fields: Dict[str, Any]) -> int:
+        raise NotImplementedError
+
     def _timed_out(self, gone: bool) -> RequestTimeout:
         if gone:
             return RequestTimeout(f"no reply and no heartbeat from {self.endpoint} for "
@@ -360,6 +397,11 @@ class _Base:
                               completion_tokens=r["completion_tokens"], seed=r["seed"],
                               state=self._tensor(r["state"]) if "state" in r else None,
                               session=r.get("session"))
+
+    def _chunk(self, r: Dict[str, Any]) -> Chunk:
+        """A stream's message as a Chunk; the final one carries the result."""
+        result = None if r.get("more") else self._result(r)
+        return Chunk(list(r.get("tokens", [])), r.get("text", ""), result)
 
     def _forward_result(self, r: Dict[str, Any]) -> ForwardResult:
         return ForwardResult(output=self._tensor(r["output"]), n_tokens=r["n_tokens"],
@@ -608,21 +650,14 @@ class Client(_Base):
             while True:
                 with self._lock:
                     r = self._recv(rid)
-                if r.get("more"):
-                    yield Chunk(list(r.get("tokens", [])), r.get("text", ""))
-                    continue
-                finished = True
-                yield Chunk(list(r.get("tokens", [])), r.get("text", ""), self._result(r))
-                return
+                chunk = self._chunk(r)
+                finished = chunk.result is not None
+                yield chunk
+                if finished:
+                    return
         finally:
             with self._lock:
-                self._done([rid])
-                self._drop_inputs()
-                if not finished and not self._closed and os.getpid() == self._pid:
-                    try:
-                        self._done([self._send("cancel", {"target": rid})])  # not waited for
-                    except TransportError:
-                        pass
+                self._end_stream(rid, finished)
 
     def embed(self, inputs: Union[Prompt, Sequence[Prompt]], *,
               normalize: bool = False) -> np.ndarray:
@@ -691,30 +726,12 @@ class Client(_Base):
             except WorkerError:
                 pass  # already reclaimed by the lease timeout
 
-    @property
-    def closed(self) -> bool:
-        """True after close()."""
-        return self._closed
-
     def close(self) -> None:
-        """Hand back held leases and close the socket; again, or in a forked child, nothing.
-        The release is not waited for: a dead worker must not make close() take the whole
-        timeout (the lease timeout covers a lost release)."""
-        if self._closed:
-            return
-        self._closed = True
-        if os.getpid() != self._pid:
-            return  # the parent's socket and context: touching them here could hang
+        """Hand back held leases and close the socket; again, or in a forked child, nothing."""
         with self._lock:
-            try:
-                if self._pending:
-                    leases = list(self._pending)
-                    self._pending.clear()  # not piggy-backed as well
-                    self._send("release", {"leases": leases})
-            except TransportError:
-                pass
-            self._sock.close(linger=200)
-            self._ctx.term()
+            if self._begin_close():
+                self._sock.close(linger=200)
+                self._ctx.term()
 
     def __enter__(self) -> "Client":
         return self
@@ -750,14 +767,10 @@ def generate_all_requests(prompts: Sequence[Prompt], sessions: Optional[Sequence
             for i, p in enumerate(prompts)]
 
 
-class Session:
-    """A recurrent state held by the worker; ops on it apply in the order they are sent.
+class _SessionBase:
+    """What Session and AsyncSession share: the id, the closed flag and its rules."""
 
-    close() is idempotent (and a no-op once the client is closed: the worker frees a gone
-    client's sessions); other ops on a closed session raise ClosedError.
-    """
-
-    def __init__(self, client: Client, session_id: int) -> None:
+    def __init__(self, client: Any, session_id: int) -> None:
         self.client = client
         self.id = session_id
         self.closed = False
@@ -767,6 +780,34 @@ class Session:
         if self.closed:
             raise ClosedError(f"session {self.id} used after close()")
         return self.id
+
+    def _begin_close(self) -> bool:
+        """Marks the session closed; False when the worker need not be told (closed already,
+        or the client is: the worker frees a gone client's sessions)."""
+        if self.closed:
+            return False
+        self.closed = True
+        return not self.client.closed
+
+    @staticmethod
+    def _closed_anyway(e: WorkerError) -> bool:
+        """A session the worker no longer has (reclaimed) is closed all the same."""
+        return e.code == ErrorCode.UNKNOWN_SESSION
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return (f"{type(self).__name__}(id={self.id}, "
+                f"client={self.client._routing_id.decode()}, {state})")
+
+
+class Session(_SessionBase):
+    """A recurrent state held by the worker; ops on it apply in the order they are sent.
+
+    close() is idempotent (and a no-op once the client is closed: the worker frees a gone
+    client's sessions); other ops on a closed session raise ClosedError.
+    """
+
+    client: Client
 
     def feed(self, prompt: Prompt) -> int:
         """Advance the state over `prompt`; returns the session's position (tokens consumed)."""
@@ -811,20 +852,12 @@ class Session:
 
     def close(self) -> None:
         """Free the session on the worker. Again: nothing."""
-        if self.closed:
-            return
-        self.closed = True
-        if self.client.closed:
-            return
-        try:
-            self.client.call("session_close", session=self.id)
-        except WorkerError as e:
-            if e.code != ErrorCode.UNKNOWN_SESSION:  # already reclaimed: closed all the same
-                raise
-
-    def __repr__(self) -> str:
-        state = "closed" if self.closed else "open"
-        return f"Session(id={self.id}, client={self.client._routing_id.decode()}, {state})"
+        if self._begin_close():
+            try:
+                self.client.call("session_close", session=self.id)
+            except WorkerError as e:
+                if not self._closed_anyway(e):
+                    raise
 
     def __enter__(self) -> "Session":
         return self
