@@ -497,7 +497,11 @@ class Client(_Base):
         self._lock = threading.RLock()
         self._ctx = zmq.Context()
         self._sock: Optional[zmq.Socket] = None
-        self._reset_socket()
+        try:
+            self._reset_socket()
+        except BaseException:
+            self._ctx.term()
+            raise
 
     # ---- plumbing ----
 
@@ -582,6 +586,10 @@ class Client(_Base):
                 self._done(rids)
                 self._drop_inputs()
 
+    def _tensor(self, t: Dict[str, Any]) -> np.ndarray:
+        with self._lock:  # it may forget the ring, which another thread's call reads
+            return super()._tensor(t)
+
     def _ensure_hello(self) -> None:
         self._check_usable()
         if self._hello is None:
@@ -591,7 +599,8 @@ class Client(_Base):
 
     def hello(self) -> Dict[str, Any]:
         """Protocol version, model shape, limits and the shared-memory ring's name."""
-        return self._on_hello(self.call("hello"))
+        with self._lock:
+            return self._on_hello(self.call("hello"))
 
     def info(self) -> Dict[str, Any]:
         """Model, device, memory, limits and options of the worker."""
