@@ -13,6 +13,7 @@ import pytest
 
 import rwkvd
 from conftest import REPO
+from rwkvd.client import EMBED_IN_FLIGHT
 
 
 def test_use_after_close_is_a_closed_error(worker):
@@ -72,10 +73,12 @@ def test_argument_errors_are_rwkvd_errors(worker):
 def test_embed_takes_more_inputs_than_max_batch(worker):
     with worker.client() as c:
         max_batch = c.limits["max_batch"]  # 16 in this worker
-        texts = [f"text number {i}" for i in range(3 * max_batch + 5)]
+        # More requests than are sent at once, too.
+        texts = [f"text number {i}" for i in range((EMBED_IN_FLIGHT + 1) * max_batch + 5)]
         many = c.embed(texts)
         assert many.shape == (len(texts), c.model["n_embd"])
-        for i in (0, max_batch, 2 * max_batch + 1, len(texts) - 1):
+        for i in (0, max_batch, 2 * max_batch + 1, EMBED_IN_FLIGHT * max_batch + 1,
+                  len(texts) - 1):
             np.testing.assert_allclose(many[i], c.embed(texts[i]), atol=1e-5)
         # Token lists, and one batch limited by max_tokens rather than by max_batch.
         long_lists = [[1 + (i % 50)] * 700 for i in range(8)]  # 5600 tokens > max_tokens 4096

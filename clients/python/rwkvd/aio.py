@@ -26,7 +26,8 @@ import zmq
 import zmq.asyncio
 
 from .client import (Chunk, ForwardResult, GenerateResult, Prompt, _Base, _prompt_fields,
-                     _SessionBase, _state_bytes, connect_socket, generate_all_requests, generate_fields)
+                     _SessionBase, _state_bytes, connect_socket, generate_all_requests,
+                     generate_fields)
 from .errors import ClosedError, RwkvdError, TransportError, WorkerError, WrongLoop
 
 
@@ -232,9 +233,11 @@ class AsyncClient(_Base):
                     normalize: bool = False) -> np.ndarray:
         """As Client.embed: any number of inputs, batched within the worker's limits."""
         await self._ensure_hello()
-        replies = await self.call_all([("embed", f) for f in self._embed_requests(inputs)])
-        return self._embed_join(inputs, [self._tensor(r["embeddings"]) for r in replies],
-                                normalize)
+        requests = self._embed_requests(inputs)
+        parts: List[np.ndarray] = []
+        for window in self._embed_windows(requests):
+            parts += self._embed_parts(await self.call_all(window), len(requests))
+        return self._embed_join(inputs, parts, normalize)
 
     async def forward(self, prompt: Prompt, *, output: str = "last_logits",
                       session: Optional[int] = None, state: Optional[np.ndarray] = None,

@@ -34,8 +34,8 @@ import numpy as np
 import zmq
 
 from . import _shm
-from .errors import (BadEndpoint, ClosedError, ErrorCode, InvalidArgument, ProtocolViolation, RequestTimeout,
-                     TransportError, WorkerError, WrongProcess)
+from .errors import (BadEndpoint, ClosedError, ErrorCode, InvalidArgument, ProtocolViolation,
+                     RequestTimeout, TransportError, WorkerError, WrongProcess)
 
 PROTOCOL_VERSION = 1
 # Silence for this many of the worker's heartbeat intervals while waiting: the worker is gone.
@@ -60,6 +60,7 @@ def default_endpoint() -> str:
 
 
 ENDPOINT_SCHEMES = ("ipc://", "tcp://")
+EMBED_IN_FLIGHT = 8  # embed requests of one call in flight at once (Client.embed)
 _MODEL_SUFFIXES = (".gguf", ".st", ".safetensors", ".pth", ".bin")
 
 
@@ -429,6 +430,19 @@ class _Base:
         return [{"inputs": b} for b in embed_batches(items, self._hello["limits"],
                                                      int(self._hello["model"]["n_embd"]))]
 
+    @staticmethod
+    def _embed_windows(requests: List[Dict[str, Any]]) -> List[List[Tuple[str, Dict[str, Any]]]]:
+        """The embed requests in groups sent together: enough in flight for the worker to
+        batch them, not so many that one client's backlog holds the ring or its queue."""
+        return [[("embed", f) for f in requests[i:i + EMBED_IN_FLIGHT]]
+                for i in range(0, len(requests), EMBED_IN_FLIGHT)]
+
+    def _embed_parts(self, replies: List[Dict[str, Any]], n_requests: int) -> List[np.ndarray]:
+        """The replies' embeddings: the view itself for a lone request, else copies (their
+        leases go back with the next request instead of waiting for the whole batch)."""
+        parts = [self._tensor(r["embeddings"]) for r in replies]
+        return parts if n_requests == 1 else [np.array(p) for p in parts]
+
     def _embed_join(self, inputs: Any, parts: List[np.ndarray], normalize: bool) -> np.ndarray:
         """One array of the requests' embeddings: the reply's own (zero-copy) for one request,
         else a new array; L2-normalised (a new array) with `normalize`."""
@@ -673,14 +687,15 @@ class Client(_Base):
         """Embeddings (final norm, last token): [n_embd] for one input, [n, n_embd] for many.
 
         An input is a string or a list of token ids. Any number of inputs: they go in requests
-        within the worker's limits (max_batch, max_tokens), all in flight together. From one
+        within the worker's limits (max_batch, max_tokens), EMBED_IN_FLIGHT at a time. From one
         request the result views the reply (zero-copy, read-only); from several it is a new
         array. normalize=True divides each row by its L2 norm (a new array).
         """
         self._ensure_hello()
         requests = self._embed_requests(inputs)
-        replies = self.call_all([("embed", f) for f in requests])
-        parts = [self._tensor(r["embeddings"]) for r in replies]
+        parts: List[np.ndarray] = []
+        for window in self._embed_windows(requests):
+            parts += self._embed_parts(self.call_all(window), len(requests))
         return self._embed_join(inputs, parts, normalize)
 
     def forward(self, prompt: Prompt, *, output: str = "last_logits",
