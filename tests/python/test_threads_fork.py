@@ -1,15 +1,21 @@
 """One Client shared by threads, and a Client inherited by fork() children, against a real
 worker: calls from several threads take turns and each gets its own reply; a forked child gets
-WrongProcess at once instead of a hang."""
+WrongProcess at once instead of a hang; a Client nobody closed is collected without one."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 
 import numpy as np
+import pytest
 
 import rwkvd
+from conftest import REPO
 
 
 def test_threads_sharing_one_client_each_get_their_own_replies(worker):
@@ -108,3 +114,27 @@ def test_a_forked_child_gets_wrong_process_at_once_and_can_make_its_own(worker):
         assert "fork" in inherited[0][2]
         assert ("own", want) in results
         assert c.tokenize("own client") == want  # the parent's client is untouched
+
+
+def test_a_client_collected_without_close_does_not_hang_the_collector(worker):
+    # A Client in a reference cycle (as a test report's traceback makes) is finalised by the
+    # cycle collector, which may finalise its context before its socket: terminating a context
+    # there waited forever.
+    code = textwrap.dedent(f"""
+        import gc
+        import rwkvd
+        for _ in range(10):
+            c = rwkvd.Client({worker.endpoint!r}, timeout=10)
+            c.tokenize("x")
+            c.me = c
+            del c
+            gc.collect()
+        print("collected")
+    """)
+    env = dict(os.environ, PYTHONPATH=str(REPO / "clients" / "python"))
+    try:
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=30, env=env)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the garbage collector hung on an unclosed Client")
+    assert r.returncode == 0 and "collected" in r.stdout, r.stderr

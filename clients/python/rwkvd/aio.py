@@ -27,7 +27,7 @@ import zmq.asyncio
 
 from .client import (Chunk, ForwardResult, GenerateResult, Prompt, _Base, _prompt_fields,
                      _SessionBase, _state_bytes, connect_socket, generate_all_requests,
-                     generate_fields)
+                     generate_fields, shared_context)
 from .errors import ClosedError, RwkvdError, TransportError, WorkerError, WrongLoop
 
 
@@ -37,7 +37,7 @@ class AsyncClient(_Base):
     def __init__(self, endpoint: Optional[str] = None, timeout: float = 60.0,
                  use_shm: bool = True) -> None:
         super().__init__(endpoint, timeout, use_shm)
-        self._ctx = zmq.asyncio.Context()
+        self._ctx = shared_context(zmq.asyncio.Context)
         self._sock = connect_socket(self._ctx, self.endpoint, self._routing_id)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         # One coroutine at a time reads the socket and files what comes; the others wait for
@@ -275,7 +275,6 @@ class AsyncClient(_Base):
             self._lose_in_flight()
             self._wake_all()
             self._sock.close(linger=200)
-            self._ctx.term()
 
     async def __aenter__(self) -> "AsyncClient":
         return self

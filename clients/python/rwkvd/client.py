@@ -77,6 +77,23 @@ def _check_endpoint(endpoint: str) -> None:
     raise BadEndpoint(f"endpoint {endpoint!r} is neither ipc://PATH nor tcp://HOST:PORT")
 
 
+_contexts: Dict[Tuple[type, int], zmq.Context] = {}
+_contexts_lock = threading.Lock()
+
+
+def shared_context(kind: type = zmq.Context) -> zmq.Context:
+    """The ZeroMQ context of every client of this process (one per kind: plain or asyncio; a
+    forked child makes its own). It is never terminated, so a client collected without close()
+    just closes its socket: terminating a context from the garbage collector waits forever for
+    a socket that the same sweep has not finalised yet."""
+    key = (kind, os.getpid())
+    with _contexts_lock:
+        ctx = _contexts.get(key)
+        if ctx is None or ctx.closed:
+            ctx = _contexts[key] = kind()
+        return ctx
+
+
 def connect_socket(ctx: zmq.Context, endpoint: str, routing_id: bytes) -> zmq.Socket:
     """A DEALER with our identity connected to `endpoint`: the one place Client and AsyncClient
     connect (the context decides which kind of socket, plain or asyncio)."""
@@ -509,13 +526,9 @@ class Client(_Base):
         # One caller at a time on the socket (ZeroMQ sockets are not thread-safe). Re-entrant:
         # a generator's cleanup may run inside another call of the same thread.
         self._lock = threading.RLock()
-        self._ctx = zmq.Context()
+        self._ctx = shared_context()
         self._sock: Optional[zmq.Socket] = None
-        try:
-            self._reset_socket()
-        except BaseException:
-            self._ctx.term()
-            raise
+        self._reset_socket()
 
     # ---- plumbing ----
 
@@ -754,8 +767,7 @@ class Client(_Base):
         """Hand back held leases and close the socket; again, or in a forked child, nothing."""
         with self._lock:
             if self._begin_close():
-                self._sock.close(linger=200)
-                self._ctx.term()
+                self._sock.close(linger=200)  # the release still goes out meanwhile
 
     def __enter__(self) -> "Client":
         return self
