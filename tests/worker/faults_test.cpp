@@ -65,8 +65,8 @@ TEST_F(FaultTest, EvictedSessionWhoseRestoreFailsKeepsNoSlot) {
     sessions.push_back(c->session_open());
     c->session_feed(sessions.back(), Input{"state " + std::to_string(i), {}});
   }
-  // Sessions 0 and 1 now live on the host (least recently used). Free a slot, so restoring
-  // session 0 takes it without an eviction, and make that restore fail.
+  // The first two sessions now live on the host (least recently used). Free a slot, so restoring
+  // the first takes it without an eviction, and make that restore fail.
   c->session_close(sessions.back());
   sessions.pop_back();
   faulty_->fail_state_io = 1;
