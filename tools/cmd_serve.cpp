@@ -136,7 +136,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--endpoint", a->opt.endpoint,
                   "ipc://PATH or tcp://127.0.0.1:PORT (default: per-user ipc socket)");
   cmd->add_flag("--allow-remote", a->opt.allow_remote,
-                "allow tcp on a non-loopback address (no authentication!)");
+                "allow tcp on a non-loopback address (clients still need a known CURVE key)");
+  cmd->add_flag("--curve", a->opt.curve,
+                "require CURVE keys over ipc too (tcp always does; docs/THREAT_MODEL.md)");
   cmd->add_option("--device", a->device, "cpu or gpu")->check(CLI::IsMember({"cpu", "gpu"}));
   cmd->add_option("--log-level", a->log_level, "trace, debug, info, warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
@@ -171,7 +173,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--shm-mb", a->shm_mb, "shared-memory ring size (0 = inline only)")
       ->capture_default_str();
   cmd->add_option("--lease-timeout-s", a->opt.lease_timeout_s,
-                  "reclaim unreleased ring leases after this long")
+                  "check that a client holding ring leases this long is still there")
       ->capture_default_str();
   cmd->add_option("--session-idle-s", a->opt.session_idle_s, "close sessions unused for this long")
       ->capture_default_str();

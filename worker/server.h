@@ -16,6 +16,8 @@
 
 #include "engine/backend.h"
 #include "protocol/shm_ring.h"
+#include "worker/curve_auth.h"
+#include "worker/endpoint.h"
 #include "worker/job.h"
 #include "worker/options.h"
 #include "worker/scheduler.h"
@@ -67,7 +69,14 @@ class Server {
   std::optional<protocol::ShmRing::Allocation> lease_for(const std::string& client, uint64_t bytes);
   void deliver(Outgoing o, bool force_inline);
   bool place_tensors(Outgoing& o, bool force_inline);
-  void send(const std::string& client, const protocol::Value& body);
+  // False where the message did not go out (the client is gone or not reading: dropped).
+  bool send(const std::string& client, const protocol::Value& body);
+  // A result's reply; the leases in one that cannot be sent are released.
+  void send_reply(Outgoing& o);
+  // Once a second: asks each client holding leases past the lease timeout whether it is still
+  // there (a heartbeat), freeing the leases of one that is gone; replaces a truncated ring.
+  void check_leases();
+  bool reachable(const std::string& client);  // a heartbeat to it could be routed
   // The client is gone (gone_for_good: unreachable) or has stopped reading (its queue is full):
   // drop its work and leases; sessions too when it is gone for good.
   void drop_client(const std::string& client, bool gone_for_good);
@@ -95,6 +104,7 @@ class Server {
   std::unordered_map<std::string, std::deque<std::string>> held_;
 
   zmq::context_t ctx_;
+  std::unique_ptr<CurveAuth> auth_;  // for tcp (and ipc with --curve); before router_ binds
   zmq::socket_t router_;
   zmq::socket_t wake_pull_;
   zmq::socket_t wake_push_;  // used under outbox_mu_ by the engine and reader threads
@@ -112,9 +122,12 @@ class Server {
   std::unordered_map<std::string, uint32_t> inflight_;
   // When each client with requests in flight last got a message from us (for heartbeats).
   std::unordered_map<std::string, Clock::time_point> last_sent_;
+  // Lease holders the last lease check could not reach (server thread only).
+  std::vector<std::string> unreachable_;
   Clock::time_point last_drop_log_{};
   std::atomic<bool> stop_{false};
   bool bound_ = false;
+  BoundSocket socket_file_;  // the ipc socket file bind() made: the only one stop() removes
 };
 
 }  // namespace rwkvd::worker

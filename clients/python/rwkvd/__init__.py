@@ -15,12 +15,13 @@ back_state().to_numpy(), embed, EmbeddingCache); see clients/python/README.md.
 from .aio import AsyncClient, AsyncSession
 from .client import (OUTPUTS, Chunk, Client, ForwardResult, GenerateResult, Session,
                      default_endpoint)
-from .errors import (BadEndpoint, ClosedError, ErrorCode, InvalidArgument, ProtocolViolation,
-                     RequestTimeout, RwkvdError, TransportError, WorkerError, WrongLoop,
-                     WrongProcess)
+from .errors import (BadEndpoint, ClosedError, CurveKeyError, ErrorCode, InvalidArgument,
+                     NoWorker, ProtocolViolation, RequestTimeout, RwkvdError, TransportError,
+                     UnsafeEndpoint, WorkerError, WrongLoop, WrongProcess)
 
 __all__ = ["Client", "Session", "AsyncClient", "AsyncSession", "Chunk", "GenerateResult",
            "ForwardResult", "OUTPUTS", "default_endpoint", "ErrorCode",
            "RwkvdError", "WorkerError", "RequestTimeout", "ProtocolViolation", "InvalidArgument",
-           "BadEndpoint", "ClosedError", "WrongProcess", "WrongLoop", "TransportError"]
+           "BadEndpoint", "ClosedError", "WrongProcess", "WrongLoop", "TransportError",
+           "NoWorker", "UnsafeEndpoint", "CurveKeyError"]
 __version__ = "0.1.0"

@@ -26,7 +26,7 @@ import zmq
 import zmq.asyncio
 
 from .client import (Chunk, ForwardResult, GenerateResult, Prompt, _Base, _prompt_fields,
-                     _SessionBase, _state_bytes, connect_socket, generate_all_requests,
+                     _SessionBase, _state_bytes, generate_all_requests,
                      generate_fields, shared_context)
 from .errors import ClosedError, RwkvdError, TransportError, WorkerError, WrongLoop
 
@@ -35,10 +35,11 @@ class AsyncClient(_Base):
     """A connection to an rwkvd worker for asyncio code (arguments as for Client)."""
 
     def __init__(self, endpoint: Optional[str] = None, timeout: float = 60.0,
-                 use_shm: bool = True) -> None:
-        super().__init__(endpoint, timeout, use_shm)
+                 use_shm: bool = True, server_key: Optional[str] = None) -> None:
+        super().__init__(endpoint, timeout, use_shm, server_key)
         self._ctx = shared_context(zmq.asyncio.Context)
-        self._sock = connect_socket(self._ctx, self.endpoint, self._routing_id)
+        self._sock: Optional[zmq.asyncio.Socket] = None
+        self._open_socket()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         # One coroutine at a time reads the socket and files what comes; the others wait for
         # `_wake`, set (and replaced) after each message.
@@ -58,6 +59,8 @@ class AsyncClient(_Base):
             raise WrongLoop("this AsyncClient belongs to another event loop: make one per loop")
 
     def _send(self, op: str, fields: Dict[str, Any]) -> int:
+        if self._sock is None:
+            self._open_socket()
         rid, data = self._encode(op, fields)
         # Not awaited: a DEALER queues what it cannot send yet. A send that failed at once
         # raises here; one that fails later has its error read (a lost request times out).
@@ -75,11 +78,7 @@ class AsyncClient(_Base):
             wake.set()
 
     def _reset_socket(self) -> None:
-        """As Client's: a fresh DEALER, what was in flight lost, hello again."""
-        self._sock.close(linger=0)
-        self._lose_in_flight()
-        self._sock = connect_socket(self._ctx, self.endpoint, self._routing_id)
-        self._forget_ring()
+        super()._reset_socket()
         self._wake_all()
 
     async def _read_one(self, left: float) -> bool:
@@ -267,14 +266,15 @@ class AsyncClient(_Base):
             try:
                 await self.call("release", leases=leases)
             except WorkerError:
-                pass  # already reclaimed by the lease timeout
+                pass  # not ours any more (a restarted worker, a replaced ring)
 
     def close(self) -> None:
         """As Client.close (not a coroutine: nothing is waited for)."""
         if self._begin_close():
             self._lose_in_flight()
             self._wake_all()
-            self._sock.close(linger=200)
+            if self._sock is not None:
+                self._sock.close(linger=200)
 
     async def __aenter__(self) -> "AsyncClient":
         return self

@@ -3,8 +3,8 @@
 Result tensors (embeddings, states) are numpy float32 arrays. When the worker runs on this
 machine under this user, they view its shared-memory ring in place (read-only, no copy); the
 ring lease is released when the last array viewing it is garbage-collected (the release rides
-on the next request). Keep a `.copy()` of anything you hold for longer than the worker's lease
-timeout (2 minutes by default).
+on the next request). An array keeps its bytes for as long as it lives, however long and
+however many requests follow; arrays that outlive close() become private copies.
 
 Threads: a Client may be shared by threads; their calls take turns on its one socket (a lock,
 whose cost is lost in a round trip's), and replies are routed to the call that sent the request,
@@ -25,7 +25,6 @@ import collections
 import os
 import threading
 import time
-import weakref
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -33,7 +32,8 @@ import msgpack
 import numpy as np
 import zmq
 
-from . import _shm
+from . import _connect, _shm
+from ._connect import default_endpoint
 from .errors import (BadEndpoint, ClosedError, ErrorCode, InvalidArgument, ProtocolViolation,
                      RequestTimeout, TransportError, WorkerError, WrongProcess)
 
@@ -41,22 +41,6 @@ PROTOCOL_VERSION = 1
 # Silence for this many of the worker's heartbeat intervals while waiting: the worker is gone.
 HEARTBEAT_LIVENESS = 3
 Prompt = Union[str, Sequence[int]]
-
-
-def default_endpoint() -> str:
-    """$RWKVD_ENDPOINT, else the worker's default per-user ipc socket."""
-    env = os.environ.get("RWKVD_ENDPOINT")
-    if env:
-        return env
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg:
-        try:
-            st = os.stat(xdg)
-            if os.path.isdir(xdg) and st.st_uid == os.getuid():
-                return f"ipc://{xdg}/rwkvd.sock"
-        except OSError:
-            pass
-    return f"ipc:///tmp/rwkvd-{os.getuid()}/rwkvd.sock"
 
 
 ENDPOINT_SCHEMES = ("ipc://", "tcp://")
@@ -94,19 +78,16 @@ def shared_context(kind: type = zmq.Context) -> zmq.Context:
         return ctx
 
 
-def connect_socket(ctx: zmq.Context, endpoint: str, routing_id: bytes) -> zmq.Socket:
-    """A DEALER with our identity connected to `endpoint`: the one place Client and AsyncClient
-    connect (the context decides which kind of socket, plain or asyncio)."""
+def connect_socket(ctx: zmq.Context, endpoint: str, routing_id: bytes,
+                   server_key: Optional[str] = None) -> zmq.Socket:
+    """A DEALER with our identity connected to `endpoint` once it checks out and a worker
+    answered there (_connect.py): the one place Client and AsyncClient connect (the context
+    decides which kind of socket, plain or asyncio)."""
     _check_endpoint(endpoint)
-    sock = ctx.socket(zmq.DEALER)
-    sock.setsockopt(zmq.LINGER, 200)
-    sock.setsockopt(zmq.ROUTING_ID, routing_id)
     try:
-        sock.connect(endpoint)
+        return _connect.connect(ctx, endpoint, routing_id, server_key=server_key)
     except zmq.ZMQError as e:
-        sock.close(linger=0)
         raise BadEndpoint(f"cannot connect to {endpoint!r}: {e}") from None
-    return sock
 
 
 def _shape(a: Optional[np.ndarray]) -> str:
@@ -200,7 +181,9 @@ class _Base:
     requests in flight, leases, the ring and the result objects. The subclasses only move bytes
     (blocking or asyncio) and wait."""
 
-    def __init__(self, endpoint: Optional[str], timeout: float, use_shm: bool) -> None:
+    def __init__(self, endpoint: Optional[str], timeout: float, use_shm: bool,
+                 server_key: Optional[str]) -> None:
+        self._server_key = server_key
         self.endpoint = endpoint or default_endpoint()
         _check_endpoint(self.endpoint)
         self.timeout = timeout
@@ -236,6 +219,21 @@ class _Base:
                                f"make a new one in process {os.getpid()}")
         if self._closed:
             raise ClosedError(f"{type(self).__name__} of {self.endpoint} used after close()")
+
+    def _open_socket(self) -> None:
+        """A fresh DEALER (same identity) once the endpoint checks out and a worker answered
+        (_connect.py); the next call says hello and maps the ring again."""
+        self._sock = connect_socket(self._ctx, self.endpoint, self._routing_id, self._server_key)
+        self._forget_ring()
+
+    def _reset_socket(self) -> None:
+        """Drops the DEALER, and with it the requests queued for a dead worker (those in flight
+        are lost): the next call connects afresh."""
+        if self._sock is not None:
+            self._sock.close(linger=0)
+            self._sock = None
+            self._lose_in_flight()
+        self._forget_ring()
 
     def _forget_ring(self) -> None:
         self._ring = None
@@ -338,7 +336,8 @@ class _Base:
         """A stream's cleanup: it is no longer waited for, and cancelled unless it finished."""
         self._done([rid])
         self._drop_inputs()
-        if not finished and not self._closed and os.getpid() == self._pid:
+        if (not finished and not self._closed and os.getpid() == self._pid
+                and self._sock is not None):  # (a dropped socket took the request along)
             try:
                 self._done([self._send("cancel", {"target": rid})])  # not waited for
             except TransportError:
@@ -346,18 +345,22 @@ class _Base:
 
     def _begin_close(self) -> bool:
         """Marks the client closed and sends the releases of held leases without waiting for
-        them (a dead worker must not make close() take the whole timeout; the lease timeout
-        covers a lost release). False when there is nothing more to do: closed already, or a
-        forked child, where touching the parent's socket and context could hang."""
+        them (a dead worker must not make close() take the whole timeout; a lost one is freed
+        when the worker finds this client gone). Arrays still alive first become private copies
+        of what they show (_shm.Ring.detach), so their leases go back too. False when there is
+        nothing more to do: closed already, or a forked child, where touching the parent's
+        socket and context could hang."""
         if self._closed:
             return False
         self._closed = True
         if os.getpid() != self._pid:
             return False
         try:
-            if self._pending:
-                leases = list(self._pending)
-                self._pending.clear()  # not piggy-backed as well
+            leases = list(self._pending)
+            self._pending.clear()  # not piggy-backed as well
+            if self._ring is not None:
+                leases += self._ring.detach()  # arrays still alive keep their bytes
+            if leases and self._sock is not None:  # (no reconnecting just for this)
                 self._send("release", {"leases": leases})
         except TransportError:
             pass
@@ -386,11 +389,7 @@ class _Base:
                 if isinstance(ref.get("lease"), int):
                     self._pending.append(ref["lease"])  # give it back (unknown ids are ignored)
                 raise
-            count = ref["bytes"] // 4
-            flat = np.frombuffer(self._ring.mm, dtype=np.float32, count=count, offset=ref["offset"])
-            # The lease lives as long as `flat`: every reshape/slice/view keeps it as its base.
-            weakref.finalize(flat, self._pending.append, ref["lease"])
-            return flat.reshape(shape)
+            return self._ring.view(ref, self._pending.append).reshape(shape)
         return np.frombuffer(t["data"], dtype="<f4").astype(np.float32, copy=False).reshape(shape)
 
     def _on_hello(self, reply: Dict[str, Any]) -> Dict[str, Any]:
@@ -515,32 +514,29 @@ class Client(_Base):
         endpoint: "ipc://PATH" or "tcp://HOST:PORT"; default: default_endpoint().
         timeout: seconds to wait for each reply message before RequestTimeout.
         use_shm: map the worker's shared-memory ring when possible (else tensors come inline).
+        server_key: the worker's CURVE public key for tcp to a worker of another host (default
+            $RWKVD_SERVER_KEY, else this user's own worker's: docs/THREAT_MODEL.md).
 
-    Calls from several threads take turns (see the module doc); after fork() the child gets
+    Connects at once: NoWorker within about a second when no worker answers, UnsafeEndpoint when
+    the socket could be another user's. Calls from several threads take turns (see the module doc); after fork() the child gets
     WrongProcess. Every error raised is an RwkvdError.
     """
 
     def __init__(self, endpoint: Optional[str] = None, timeout: float = 60.0,
-                 use_shm: bool = True) -> None:
-        super().__init__(endpoint, timeout, use_shm)
+                 use_shm: bool = True, server_key: Optional[str] = None) -> None:
+        super().__init__(endpoint, timeout, use_shm, server_key)
         # One caller at a time on the socket (ZeroMQ sockets are not thread-safe). Re-entrant:
         # a generator's cleanup may run inside another call of the same thread.
         self._lock = threading.RLock()
         self._ctx = shared_context()
         self._sock: Optional[zmq.Socket] = None
-        self._reset_socket()
+        self._open_socket()
 
     # ---- plumbing ----
 
-    def _reset_socket(self) -> None:
-        """A fresh DEALER (same identity); the next call says hello and maps the ring again."""
-        if self._sock is not None:
-            self._sock.close(linger=0)  # requests queued for a dead worker go with it
-            self._lose_in_flight()
-        self._sock = connect_socket(self._ctx, self.endpoint, self._routing_id)
-        self._forget_ring()
-
     def _send(self, op: str, fields: Dict[str, Any]) -> int:
+        if self._sock is None:
+            self._open_socket()
         rid, data = self._encode(op, fields)
         try:
             self._sock.send(data)
@@ -761,12 +757,12 @@ class Client(_Base):
             try:
                 self.call("release", leases=leases)
             except WorkerError:
-                pass  # already reclaimed by the lease timeout
+                pass  # not ours any more (a restarted worker, a replaced ring)
 
     def close(self) -> None:
         """Hand back held leases and close the socket; again, or in a forked child, nothing."""
         with self._lock:
-            if self._begin_close():
+            if self._begin_close() and self._sock is not None:
                 self._sock.close(linger=200)  # the release still goes out meanwhile
 
     def __enter__(self) -> "Client":

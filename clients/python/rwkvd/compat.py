@@ -17,10 +17,9 @@ through an `EmbeddingCache`.
 
 Arrays returned here view the worker's shared-memory ring when they came back in one reply
 (read-only, zero copy, the ring lease released when they are garbage-collected); results
-assembled from several chunks are ordinary arrays. Code that writes into a result (web_rwkv_py
-gave lists: `logits[0] = -inf`, `E /= norm`) takes a writable copy first: `np.array(x)`.
-Copy anything kept for longer than the worker's lease timeout (2 minutes by default), e.g.
-`state.copy()`.
+assembled from several chunks are ordinary arrays. Either kind keeps its bytes for as long as it
+lives. Code that writes into a result (web_rwkv_py gave lists: `logits[0] = -inf`,
+`E /= norm`) takes a writable copy first: `np.array(x)` (`state.copy()` for a BackedState).
 
 `token_chunk_size` is the number of tokens sent per request: a prompt is fed to the session in
 chunks of at most that many tokens (capped by the worker's `max_tokens`, and for all-position
@@ -126,7 +125,7 @@ class BackedState:
         return self._array.reshape(-1).tolist() if flat else self._array.tolist()
 
     def copy(self) -> "BackedState":
-        """An owned copy, safe to keep past the worker's lease timeout."""
+        """An owned, writable copy."""
         return BackedState(np.array(self._array, dtype=np.float32, copy=True))
 
     deep_clone = copy  # web_rwkv_py's spelling

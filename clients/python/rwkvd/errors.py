@@ -83,3 +83,17 @@ class WrongLoop(RwkvdError):
 
 class TransportError(RwkvdError):
     """ZeroMQ failed to send or receive on the client's socket."""
+
+
+class NoWorker(RwkvdError, ConnectionError):
+    """No worker at the endpoint: no socket file, or no answer to a hello within a second. The
+    message names the endpoint and how to start a worker."""
+
+
+class UnsafeEndpoint(RwkvdError, PermissionError):
+    """The endpoint's socket, or a directory on its way, is another user's or writable by others:
+    a socket there could be an impostor's, so the client refuses to connect."""
+
+
+class CurveKeyError(RwkvdError):
+    """A tcp endpoint needs CURVE keys (docs/THREAT_MODEL.md) and they are missing or unusable."""
