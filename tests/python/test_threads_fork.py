@@ -138,3 +138,24 @@ def test_a_client_collected_without_close_does_not_hang_the_collector(worker):
     except subprocess.TimeoutExpired:
         pytest.fail("the garbage collector hung on an unclosed Client")
     assert r.returncode == 0 and "collected" in r.stdout, r.stderr
+
+
+def test_arrays_kept_after_a_timeout_keep_their_bytes(synthetic_model):
+    # After a timeout the client replaces its socket; it must stay reachable meanwhile, or the
+    # worker's lease check (every --lease-timeout-s) finds it gone and frees the leases of the
+    # arrays it still holds, for other requests to overwrite.
+    from conftest import Worker
+    w = Worker(synthetic_model, ["--lease-timeout-s", "1", "--shm-mb", "1"])
+    try:
+        with w.client(timeout=30) as c, w.client(timeout=30) as other:
+            kept = c.embed(["kept"] * 4)
+            want = np.array(kept)
+            c.timeout = 0.3
+            with pytest.raises(rwkvd.RequestTimeout):
+                c.generate("slow", max_tokens=16000, temperature=0)  # longer than 0.3 s
+            time.sleep(3.5)  # lease checks come and go while c makes no call
+            for i in range(300):  # fill the 1 MiB ring over and over
+                other.embed([f"other {i}"] * 4)
+            assert np.array_equal(kept, want), "a kept array changed under its holder"
+    finally:
+        w.stop()

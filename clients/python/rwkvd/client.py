@@ -35,7 +35,7 @@ import zmq
 from . import _connect, _shm
 from ._connect import default_endpoint
 from .errors import (BadEndpoint, ClosedError, ErrorCode, InvalidArgument, ProtocolViolation,
-                     RequestTimeout, TransportError, WorkerError, WrongProcess)
+                     RequestTimeout, RwkvdError, TransportError, WorkerError, WrongProcess)
 
 PROTOCOL_VERSION = 1
 # Silence for this many of the worker's heartbeat intervals while waiting: the worker is gone.
@@ -79,13 +79,13 @@ def shared_context(kind: type = zmq.Context) -> zmq.Context:
 
 
 def connect_socket(ctx: zmq.Context, endpoint: str, routing_id: bytes,
-                   server_key: Optional[str] = None) -> zmq.Socket:
-    """A DEALER with our identity connected to `endpoint` once it checks out and a worker
-    answered there (_connect.py): the one place Client and AsyncClient connect (the context
-    decides which kind of socket, plain or asyncio)."""
+                   server_key: Optional[str] = None, probe: bool = True) -> zmq.Socket:
+    """A DEALER with our identity connected to `endpoint` once it checks out and (probe) a
+    worker answered there (_connect.py): the one place Client and AsyncClient connect (the
+    context decides which kind of socket, plain or asyncio)."""
     _check_endpoint(endpoint)
     try:
-        return _connect.connect(ctx, endpoint, routing_id, server_key=server_key)
+        return _connect.connect(ctx, endpoint, routing_id, server_key=server_key, probe=probe)
     except zmq.ZMQError as e:
         raise BadEndpoint(f"cannot connect to {endpoint!r}: {e}") from None
 
@@ -227,13 +227,21 @@ class _Base:
         self._forget_ring()
 
     def _reset_socket(self) -> None:
-        """Drops the DEALER, and with it the requests queued for a dead worker (those in flight
-        are lost): the next call connects afresh."""
+        """Replaces the DEALER, dropping the requests queued for a dead worker (those in flight
+        are lost), by one of the same identity at once, without waiting for a hello: a client
+        holding leases must stay reachable, or the worker's lease check finds it gone and frees
+        them under its arrays (PROTOCOL.md, "Shared-memory ring"). Where the endpoint no longer
+        checks out (no socket file: no worker), the next call connects and says why it cannot."""
         if self._sock is not None:
             self._sock.close(linger=0)
             self._sock = None
             self._lose_in_flight()
         self._forget_ring()
+        try:
+            self._sock = connect_socket(self._ctx, self.endpoint, self._routing_id,
+                                        self._server_key, probe=False)
+        except RwkvdError:
+            pass
 
     def _forget_ring(self) -> None:
         self._ring = None
