@@ -41,7 +41,7 @@ def _prompt(a: argparse.Namespace) -> Prompt:
 
 
 def _connect(a: argparse.Namespace) -> Client:
-    return Client(a.endpoint, timeout=a.timeout, use_shm=not a.no_shm)
+    return Client(a.endpoint, timeout=a.timeout, use_shm=not a.no_shm, server_key=a.server_key)
 
 
 def _dump(v: Any) -> str:
@@ -129,6 +129,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="seconds to wait for a reply (default 120)")
         c.add_argument("--no-shm", action="store_true",
                        help="take tensors inline instead of through shared memory")
+        c.add_argument("--server-key", help="the worker's CURVE public key, for tcp to another "
+                                            "host's worker (default: $RWKVD_SERVER_KEY, else "
+                                            "this user's own worker's)")
         if prompt:
             c.add_argument("--text", help="input text")
             c.add_argument("--tokens", help="input token ids, comma separated")
