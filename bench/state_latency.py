@@ -41,7 +41,7 @@ def start(args: argparse.Namespace, endpoint: str, log) -> subprocess.Popen:
             with rwkvd.Client(endpoint, timeout=2) as c:
                 c.hello()
             return proc
-        except rwkvd.RequestTimeout:
+        except (rwkvd.RequestTimeout, rwkvd.NoWorker):
             time.sleep(0.1)
     proc.kill()
     raise RuntimeError("rwkvd serve did not come up")

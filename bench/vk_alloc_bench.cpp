@@ -1,6 +1,6 @@
 // What the driver takes to make a buffer of device memory, by size and by how it is asked for
 // (host time, Google Benchmark's real time): a load's "usable" figure is mostly such allocations
-// (weights, activations, state slots: 3.9 GB for 2.9B; RWKVD_VK_ALLOC_TRACE=1 lists them).
+// (weights, activations, state slots: 3.9 GB for 2.9B; RWKVD_VK_TRACE=alloc lists them).
 //   vk_alloc_bench [--benchmark_filter=REGEX]
 // Modes: 0 a buffer and its own allocation, as engine/vk/buffer.cpp makes them; 1 the same with
 // VkMemoryDedicatedAllocateInfo (the allocation names its buffer); 2 the allocation alone, no

@@ -4,7 +4,13 @@
 // with and without a barrier after it), and how close each product gets to the memory or
 // arithmetic bound at the shapes of a real model.
 //
-//   vk_kernel_bench [--benchmark_filter=REGEX]      (env knobs of docs/VULKAN.md apply)
+//   vk_kernel_bench [--diag=NAME] [--benchmark_filter=REGEX]
+//
+// RWKVD_VK_TUNING=file.json overrides tuning values as in rwkvd (docs/VULKAN.md). --diag puts a
+// diagnostic build in place of a kernel (results wrong, so only this binary embeds them:
+// shaders/CMakeLists.txt rwkvd_bench_shader): mvq_a, mvq_c, mvq_d, mvq_e, mvq_q (mvq.comp with
+// parts of its loop taken away, shaders/mvq_diag.glsl), wkv_long_a, wkv_long_b (wkv_long.comp
+// without phase A or B), wkv_lora (wkv_sg.comp's LoRA up phase without its weights' loads).
 //
 // Weights live in device-local memory filled with a fixed byte pattern (timing only: the values
 // do not matter, every pattern is finite), activations are zero. A chain cycles through copies of
@@ -16,8 +22,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/ggml_type.h"
@@ -28,6 +36,7 @@
 #include "engine/vk/kernels.h"
 #include "engine/vk/pipelines.h"
 #include "engine/vk/vk_check.h"
+#include "shaders/shaders.h"
 
 namespace {
 
@@ -37,8 +46,37 @@ using namespace rwkvd::engine::vk;
 constexpr uint32_t kChain = 64;                       // dispatches between the two timestamps
 constexpr uint64_t kColdBytes = uint64_t{256} << 20;  // weight copies a chain cycles through
 
+std::string g_diag;  // --diag
+
+std::span<const uint32_t> bench_shader(std::string_view name) {
+  for (const rwkvd::shaders::Shader& s : rwkvd::shaders::bench_only()) {
+    if (s.name == name) return s.words;
+  }
+  throw std::runtime_error("no bench shader " + std::string(name));
+}
+
+// The bench's own shaders: grid_sync, and the diagnostic build --diag names in its kernel's place.
+void use_bench_shaders(Pipelines& pipes) {
+  pipes.use_shader("grid_sync", bench_shader("grid_sync"));
+  if (g_diag.empty()) return;
+  if (g_diag.size() == 5 && g_diag.starts_with("mvq_")) {
+    for (const char* t : {"q4_k", "q5_k", "q6_k"}) {
+      pipes.use_shader(std::string("mvq_") + t,
+                       bench_shader("mvq_diag_" + g_diag.substr(4) + "_" + t));
+    }
+  } else if (g_diag == "wkv_long_a" || g_diag == "wkv_long_b") {
+    pipes.use_shader("wkv_long", bench_shader("wkv_long_diag_" + g_diag.substr(9)));
+  } else if (g_diag == "wkv_lora") {
+    pipes.use_shader("wkv_sg", bench_shader("wkv_sg_diag_l"));
+  } else {
+    throw std::runtime_error("unknown --diag " + g_diag);
+  }
+  std::fprintf(stderr, "diagnostic build %s: results wrong, times only\n", g_diag.c_str());
+}
+
 struct Gpu {
   Gpu() : pipes(dev), kernels(dev, pipes), cmds(dev) {
+    use_bench_shaders(pipes);  // (Kernels makes no pipeline before it records)
     VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
     qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
     qi.queryCount = 2;
@@ -57,7 +95,7 @@ struct Gpu {
       vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, queries, 0);
       for (uint32_t i = 0; i < kChain; ++i) {
         one(cb, i);
-        if (barriers) Kernels::compute_barrier(cb);
+        if (barriers) kernels.compute_barrier(cb);
       }
       vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries, 1);
     });
@@ -243,8 +281,8 @@ BENCHMARK(BM_Shift)->ArgName("T")->Arg(1)->Arg(4)->Arg(16)->UseManualTime()->Ite
 
 // wkv of one long chunk of one sequence at the 2.9B shape (40 heads of 64): the document's
 // recurrence, which a forward cannot time apart from its other dispatches without the profiler's
-// timestamps between them. T = 512 and the 854-token email. Knobs (RWKVD_VK_WKV_SLICES,
-// _PIPELINED, _LONG_BLOCK, _DIAG) select the kernel and its shape.
+// timestamps between them. T = 512 and the 854-token email. Tuning values (wkv_slices,
+// wkv_pipelined, wkv_long_block) and --diag=wkv_long_a / _b select the kernel and its shape.
 void BM_Wkv(benchmark::State& state) {
   constexpr uint32_t D = 2560, N = 64, H = D / N;
   const auto T = static_cast<uint32_t>(state.range(0));
@@ -332,8 +370,8 @@ BENCHMARK(BM_WkvDecode)->ArgName("lora")->Arg(0)->Arg(1)->UseManualTime()->Itera
 // down products (F32 2560 -> 576, mv.comp) and r, k, v (Q4_K 2560 -> 3 x 2560, int8, mvq.comp).
 // mode 0: LoRA down alone, 1: r, k, v alone, 2: both, LoRA down first (the forward's order),
 // 3: both, barrier between, 4: r, k, v twice (one pipeline), 5: LoRA down twice. H100, us:
-// 9.4, 11.7, 15.8, 21.2, 17.6, 11.8: they overlap in part (session 11; splitting the LoRA down
-// products' K over subgroups took mode 0 to 7.9 and mode 2 to 24.4, and was dropped).
+// 9.4, 11.7, 15.8, 21.2, 17.6, 11.8: they overlap in part (splitting the LoRA down products' K
+// over subgroups took mode 0 to 7.9 and mode 2 to 24.4, and was dropped).
 void BM_Pair(benchmark::State& state) {
   const auto mode = state.range(0);
   if (!gpu().kernels.reads_q8(GgmlType::Q4_K, 1)) {
@@ -375,7 +413,7 @@ void BM_Pair(benchmark::State& state) {
         [&](VkCommandBuffer cb, uint32_t i) {
           for (Product* p : chain) {
             if (p == nullptr) {
-              Kernels::compute_barrier(cb);
+              gpu().kernels.compute_barrier(cb);
             } else {
               p->record(cb, i);
             }
@@ -432,13 +470,13 @@ void product_args(benchmark::internal::Benchmark* b) {
       if (t == GgmlType::Q4_K || t == GgmlType::Q6_K) {  // the same from int8 inputs
         for (int64_t T : {1, 2, 4, 8, 16}) b->Args({ti, K, N, T, 1, 1});
         b->Args({ti, K, N, 1, 0, 1});
-        // And on tensor cores from fp16 inputs (mcd.comp; T = 1 with RWKVD_VK_MCD_MIN_T=1).
+        // And on tensor cores from fp16 inputs (mcd.comp; T = 1 with mcd_min_t 1).
         for (int64_t T : {1, 2, 4, 8, 16}) b->Args({ti, K, N, T, 1, 2});
       }
     }
   }
   // 0.1B's one-token products from int8 inputs (768 -> 3072, 3072 -> 768, 768 -> 768): with
-  // $RWKVD_VK_MAX_ROW_GROUPS, what a persistent kernel's capped grid would cost them.
+  // the tuning value max_row_groups, what a persistent kernel's capped grid would cost them.
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
     for (const auto& [K, N] : {std::pair{768, 3072}, {3072, 768}, {768, 768}}) {
       b->Args({static_cast<int64_t>(t), K, N, 1, 1, 1});
@@ -478,4 +516,19 @@ BENCHMARK(BM_Product)->Apply(product_args)->UseManualTime()->Iterations(10);
 
 }  // namespace
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  std::vector<char*> rest;
+  for (int i = 0; i < argc; ++i) {
+    const std::string_view a(argv[i]);
+    if (a.starts_with("--diag=")) {
+      g_diag = a.substr(7);
+    } else {
+      rest.push_back(argv[i]);
+    }
+  }
+  int n = static_cast<int>(rest.size());
+  benchmark::Initialize(&n, rest.data());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

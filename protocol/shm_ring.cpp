@@ -1,5 +1,6 @@
 #include "protocol/shm_ring.h"
 
+#include "protocol/bus_guard.h"
 #include "protocol/ring_view.h"
 
 #include <dirent.h>
@@ -18,12 +19,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <stdexcept>
 
 namespace bip = boost::interprocess;
 
 namespace rwkvd::protocol {
 namespace {
+
+// Replaced segments kept mapped (recreate()): the oldest goes when there are more.
+constexpr size_t kMaxRetired = 4;
 
 uint64_t align_up(uint64_t n, uint64_t a) {
   return (n + a - 1) / a * a;
@@ -53,6 +58,9 @@ void populate(const std::stop_token& stop, const char* base, size_t size) {
     const size_t n = std::min(kChunk, size - at);
     // (madvise takes a void *; POPULATE_READ only reads.)
     if (::madvise(const_cast<char*>(base + at), n, kMadvPopulateRead) == 0) continue;
+    // Any failure but an unknown advice (EFAULT: the object was truncated) ends it: reading
+    // there would be a SIGBUS.
+    if (errno != EINVAL) return;
     // Kernels before 5.14: a read a page maps it.
     for (size_t p = 0; p < n; p += page) {
       (void)*static_cast<const volatile char*>(base + at + p);
@@ -85,6 +93,7 @@ bool is_random_hex(std::string_view s) {
 struct ShmRing::Mapping {
   bip::shared_memory_object shm;
   bip::mapped_region region;
+  std::unique_ptr<BusGuard> guard;  // last: stops guarding before the region is unmapped
 };
 
 std::string ShmRing::user_prefix() {
@@ -95,60 +104,101 @@ std::unique_ptr<ShmRing> ShmRing::create(const Options& options) {
   if (options.n_slots == 0) throw std::runtime_error("shm ring: need at least one slot");
   std::unique_ptr<ShmRing> ring(new ShmRing());
   ring->opt_ = options;
+  ring->map_fresh();
+  return ring;
+}
+
+void ShmRing::map_fresh() {
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  const uint64_t table_end = sizeof(RingHeader) + uint64_t{options.n_slots} * sizeof(RingSlot);
+  const uint64_t table_end = sizeof(RingHeader) + uint64_t{opt_.n_slots} * sizeof(RingSlot);
   const uint64_t data_offset = align_up(table_end, page);
-  const uint64_t total = align_up(std::max(options.bytes, data_offset + page), page);
-  ring->name_ = user_prefix() + std::to_string(::getpid()) + "-" + random_hex(16);
-  ring->map_ = std::make_unique<Mapping>();
+  const uint64_t total = align_up(std::max(opt_.bytes, data_offset + page), page);
+  std::string name = user_prefix() + std::to_string(::getpid()) + "-" + random_hex(16);
+  auto map = std::make_unique<Mapping>();
   bip::permissions perm(0600);
-  ring->map_->shm =
-      bip::shared_memory_object(bip::create_only, ring->name_.c_str(), bip::read_write, perm);
+  map->shm = bip::shared_memory_object(bip::create_only, name.c_str(), bip::read_write, perm);
+  char* base = nullptr;
   try {
     // shm_open applies the umask; make sure the mode is exactly 0600.
-    ::fchmod(ring->map_->shm.get_mapping_handle().handle, 0600);
-    ring->map_->shm.truncate(static_cast<bip::offset_t>(total));
+    ::fchmod(map->shm.get_mapping_handle().handle, 0600);
+    map->shm.truncate(static_cast<bip::offset_t>(total));
     // Reserve the pages now: a tmpfs that runs out later would SIGBUS on a write instead.
-    const int rc = ::posix_fallocate(ring->map_->shm.get_mapping_handle().handle, 0,
-                                     static_cast<off_t>(total));
+    const int rc =
+        ::posix_fallocate(map->shm.get_mapping_handle().handle, 0, static_cast<off_t>(total));
     if (rc != 0) {
       throw std::runtime_error("cannot reserve " + std::to_string(total) +
                                " bytes of shared memory: " + std::strerror(rc));
     }
-    ring->map_->region = bip::mapped_region(ring->map_->shm, bip::read_write);
+    map->region = bip::mapped_region(map->shm, bip::read_write);
+    base = static_cast<char*>(map->region.get_address());
+    map->guard = std::make_unique<BusGuard>(base, total);
   } catch (...) {
-    bip::shared_memory_object::remove(ring->name_.c_str());
+    bip::shared_memory_object::remove(name.c_str());
     throw;
   }
-  ring->base_ = static_cast<char*>(ring->map_->region.get_address());
   // Map every page now, not on first use: the memory is reserved by posix_fallocate anyway,
   // so this costs nothing extra, keeps page faults off the reply path, and makes the worker's
   // RSS honest from the start (a soak sees no growth from a ring slowly being cycled through).
   // The kernel maps them without our writing the zeros they already hold (half the time of a
   // memset of the ring: ~70 against ~130 ms for 256 MiB); kernels before 5.14 lack it.
-  if (::madvise(ring->base_, total, kMadvPopulateWrite) != 0) std::memset(ring->base_, 0, total);
-  auto* h = reinterpret_cast<RingHeader*>(ring->base_);
+  if (::madvise(base, total, kMadvPopulateWrite) != 0) std::memset(base, 0, total);
+  auto* h = reinterpret_cast<RingHeader*>(base);
   std::memcpy(h->magic, kRingMagic, sizeof(kRingMagic));
   h->version = kRingVersion;
   h->header_bytes = sizeof(RingHeader);
   h->total_bytes = total;
   h->data_offset = data_offset;
   h->data_bytes = total - data_offset;
-  h->n_slots = options.n_slots;
+  h->n_slots = opt_.n_slots;
   h->slot_bytes = sizeof(RingSlot);
   h->pid = static_cast<uint32_t>(::getpid());
-  ring->header_ = h;
-  ring->slots_ = reinterpret_cast<RingSlot*>(ring->base_ + sizeof(RingHeader));
-  for (uint32_t i = options.n_slots; i-- > 0;) ring->free_slots_.push_back(i);
-  return ring;
+  if (map_) {
+    // The old mapping stays a while, for a thread that may still be writing into it. (Its
+    // object is left as it is: clients still mapping it read their slot table there.)
+    retired_.push_back(std::move(map_));
+    if (retired_.size() > kMaxRetired) retired_.erase(retired_.begin());
+  }
+  map_ = std::move(map);
+  name_ = std::move(name);
+  base_ = base;
+  slots_ = reinterpret_cast<RingSlot*>(base + sizeof(RingHeader));
+  total_bytes_ = total;
+  data_offset_ = data_offset;
+  data_bytes_ = total - data_offset;
+  n_slots_ = opt_.n_slots;
+  generations_.assign(opt_.n_slots, 0);
+  free_slots_.clear();
+  for (uint32_t i = opt_.n_slots; i-- > 0;) free_slots_.push_back(i);
+  live_.clear();
+  by_offset_.clear();
+  per_owner_.clear();
+  cursor_ = 0;
+  bytes_in_use_ = 0;
 }
 
 ShmRing::~ShmRing() {
   if (!name_.empty()) bip::shared_memory_object::remove(name_.c_str());
 }
 
+bool ShmRing::damaged() const {
+  const std::lock_guard lock(mu_);
+  if (map_->guard->faults() > 0) return true;
+  struct stat st {};
+  return ::fstat(map_->shm.get_mapping_handle().handle, &st) == 0 &&
+         static_cast<uint64_t>(st.st_size) < total_bytes_;
+}
+
+size_t ShmRing::recreate() {
+  const std::lock_guard lock(mu_);
+  const std::string old = name_;
+  const size_t dropped = live_.size();
+  map_fresh();  // throws before changing anything
+  bip::shared_memory_object::remove(old.c_str());
+  return dropped;
+}
+
 std::optional<uint64_t> ShmRing::find_space(uint64_t bytes) const {
-  const uint64_t size = header_->data_bytes;
+  const uint64_t size = data_bytes_;
   if (bytes > size) return std::nullopt;
   // Next-fit: from the cursor to the end, then from the start. Allocations are freed out of
   // order, so walk the live ones by offset looking for a gap.
@@ -193,17 +243,21 @@ std::optional<ShmRing::Allocation> ShmRing::allocate(uint64_t bytes, const std::
   per_owner_[owner] += 1;
   cursor_ = *pos + aligned;
   bytes_in_use_ += aligned;
+  // The entry is written from our own numbers, never read back: the segment is writable by
+  // any process of the user.
+  const uint32_t generation = ++generations_[slot];
+  const uint64_t offset = data_offset_ + *pos;
   RingSlot& s = slots_[slot];
-  s.generation += 1;
-  s.offset = header_->data_offset + *pos;
+  s.generation = generation;
+  s.offset = offset;
   s.bytes = bytes;
   s.lease = lease;
   // Publish the entry after its fields (a reader that checks state sees a complete entry).
   std::atomic_thread_fence(std::memory_order_release);
   s.state = 1;
   Allocation a;
-  a.ref = ShmRef{lease, slot, s.generation, s.offset, bytes};
-  a.data = reinterpret_cast<float*>(base_ + s.offset);
+  a.ref = ShmRef{lease, slot, generation, offset, bytes};
+  a.data = reinterpret_cast<float*>(base_ + offset);
   return a;
 }
 
@@ -236,18 +290,15 @@ bool ShmRing::retain(uint64_t lease, const std::string& owner, Clock::time_point
   return true;
 }
 
-size_t ShmRing::expire(Clock::time_point now) {
+std::vector<std::string> ShmRing::owners_to_check(Clock::time_point now) {
   const std::lock_guard lock(mu_);
-  size_t n = 0;
-  for (auto it = live_.begin(); it != live_.end();) {
-    auto next = std::next(it);
-    if (it->second.deadline <= now) {
-      free_live(it);
-      ++n;
-    }
-    it = next;
+  std::set<std::string> due;
+  for (auto& [lease, l] : live_) {
+    if (l.deadline > now) continue;
+    due.insert(l.owner);
+    l.deadline = now + opt_.lease_timeout;
   }
-  return n;
+  return {due.begin(), due.end()};
 }
 
 size_t ShmRing::release_owner(const std::string& owner) {
@@ -278,15 +329,6 @@ uint32_t ShmRing::leases_of(const std::string& owner) const {
   const std::lock_guard lock(mu_);
   const auto it = per_owner_.find(owner);
   return it == per_owner_.end() ? 0 : it->second;
-}
-
-std::optional<ShmRing::Clock::time_point> ShmRing::next_expiry() const {
-  const std::lock_guard lock(mu_);
-  std::optional<Clock::time_point> t;
-  for (const auto& [lease, l] : live_) {
-    if (!t || l.deadline < *t) t = l.deadline;
-  }
-  return t;
 }
 
 size_t remove_objects_of_dead_pids(const std::function<long(std::string_view)>& pid_of) {
@@ -363,7 +405,34 @@ bool ShmReader::current(const ShmRef& ref) const {
 }
 
 const float* ShmReader::resolve(const ShmRef& ref) const {
+  check_intact();
   return view_->resolve(ref).data();
+}
+
+void ShmReader::check_intact() const {
+  struct stat st {};
+  if (::fstat(map_->shm.get_mapping_handle().handle, &st) == 0 &&
+      static_cast<uint64_t>(st.st_size) < map_->region.get_size()) {
+    throw ProtocolError(ErrorCode::kUnknownLease, "the shared-memory ring was truncated");
+  }
+}
+
+bool ShmReader::detach(uint64_t offset, uint64_t bytes) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t size = map_->region.get_size();
+  if (offset > size || bytes > size - offset) return false;
+  const uint64_t start = offset / page * page;
+  const uint64_t n = align_up(offset + bytes, page) - start;
+  char* at = static_cast<char*>(map_->region.get_address()) + start;
+  void* tmp = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (tmp == MAP_FAILED) return false;
+  std::memcpy(tmp, at, n);
+  if (::mprotect(tmp, n, PROT_READ) != 0 ||
+      ::mremap(tmp, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, at) != at) {
+    ::munmap(tmp, n);
+    return false;
+  }
+  return true;
 }
 
 bool ShmReader::worker_alive() const {

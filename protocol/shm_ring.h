@@ -4,8 +4,13 @@
 // mode 0600, named rwkvd-<uid>-<pid>-<32 random hex digits>. It starts with a 64-byte header and a
 // slot table; the data area follows, page aligned. The worker is the only writer: it allocates a
 // slot per result tensor, and the client that got the lease reads it in place (mapped read-only)
-// and releases it. A lease is reference-counted (retain/release); one a client forgets expires.
-// Every slot reuse bumps the slot's generation so a stale reference is detectable. The methods
+// and releases it. A lease is reference-counted (retain/release) and lives until its client
+// releases it or is gone: time never takes back a lease of a client that is still there (its
+// data would change under it); the lease timeout only says when the worker asks whether the
+// owner still is (owners_to_check). Every slot reuse bumps the slot's generation so a stale
+// reference is detectable. The geometry (offsets, sizes, generations) lives in this object, never
+// read back from the shared header, which any process of the user can write; a truncated object
+// (SIGBUS on access) is caught by a BusGuard and replaced (damaged(), recreate()). The methods
 // are thread-safe: the worker's engine thread writes large results straight into leases it takes
 // while the server thread takes, renews and frees others.
 #include <chrono>
@@ -71,10 +76,11 @@ class ShmRing {
   ShmRing(const ShmRing&) = delete;
   ShmRing& operator=(const ShmRing&) = delete;
 
+  // The segment's name; it changes when recreate() makes a new one (server thread only).
   const std::string& name() const { return name_; }
-  uint64_t total_bytes() const { return header_->total_bytes; }
-  uint64_t data_bytes() const { return header_->data_bytes; }
-  uint32_t n_slots() const { return header_->n_slots; }
+  uint64_t total_bytes() const { return total_bytes_; }
+  uint64_t data_bytes() const { return data_bytes_; }
+  uint32_t n_slots() const { return n_slots_; }
 
   // A lease of `bytes` for `owner` (the client's identity), with refcount 1; nullopt when no slot
   // or no contiguous space is free now (the caller waits briefly or goes inline).
@@ -84,16 +90,26 @@ class ShmRing {
   bool release(uint64_t lease, const std::string& owner);
   // Add one reference and renew the timeout. False for an unknown lease or another owner.
   bool retain(uint64_t lease, const std::string& owner, Clock::time_point now = Clock::now());
-  // Frees leases past their timeout; returns how many.
-  size_t expire(Clock::time_point now = Clock::now());
+  // The owners of leases held past the lease timeout, each once; their leases' timeouts start
+  // over. Nothing is freed: the caller finds out whether each owner is still there and frees
+  // the leases of one that is gone (release_owner).
+  std::vector<std::string> owners_to_check(Clock::time_point now = Clock::now());
   // Frees every lease of an owner (a client known to be gone).
   size_t release_owner(const std::string& owner);
+
+  // The segment was truncated under us: some access faulted (and got a private page instead,
+  // BusGuard) or it is now smaller than its mapping.
+  bool damaged() const;
+  // Replaces a damaged segment with a fresh one of the same geometry and a new name, dropping
+  // every lease (their bytes are gone with the old object); returns how many. The old mapping
+  // stays (unlinked) until this ring goes: another thread may still be writing into it.
+  // Throws std::runtime_error when the new segment cannot be made (the old one stays in use).
+  size_t recreate();
 
   uint64_t bytes_in_use() const;
   uint32_t leases_in_use() const;
   // Leases one owner holds now (the worker caps them per client).
   uint32_t leases_of(const std::string& owner) const;
-  std::optional<Clock::time_point> next_expiry() const;
 
   // The name prefix of this user's segments: "rwkvd-<uid>-".
   static std::string user_prefix();
@@ -112,12 +128,20 @@ class ShmRing {
   ShmRing() = default;
   std::optional<uint64_t> find_space(uint64_t bytes) const;
   void free_live(std::map<uint64_t, Live>::iterator it);
+  // A new segment of opt_'s geometry, its header written, and no leases (under mu_ or alone).
+  void map_fresh();
 
   struct Mapping;
   std::unique_ptr<Mapping> map_;
+  std::vector<std::unique_ptr<Mapping>> retired_;  // replaced by recreate(), still mapped
   std::string name_;
-  mutable std::mutex mu_;  // guards what follows the header pointers (leases, slots, cursor)
-  RingHeader* header_ = nullptr;
+  mutable std::mutex mu_;  // guards what follows (leases, slots, cursor, the mapping)
+  // The geometry, written to the shared header for clients but never read back from it.
+  uint64_t total_bytes_ = 0;
+  uint64_t data_offset_ = 0;
+  uint64_t data_bytes_ = 0;
+  uint32_t n_slots_ = 0;
+  std::vector<uint32_t> generations_;  // per slot
   RingSlot* slots_ = nullptr;
   char* base_ = nullptr;
   Options opt_;
@@ -149,6 +173,15 @@ class ShmReader {
   // generation; throws ProtocolError (kBadValue out of bounds, kUnknownLease if not current).
   const float* resolve(const ShmRef& ref) const;
   bool current(const ShmRef& ref) const;
+  // Throws ProtocolError(kUnknownLease) when the object is now smaller than the mapping
+  // (another process truncated it: reading there would be a SIGBUS; the worker replaces it).
+  void check_intact() const;
+  // Replaces the pages under [offset, offset + bytes) of this mapping with a private, read-only
+  // copy of them, in one step (a thread reading them meanwhile sees the same bytes throughout):
+  // what a client's arrays there show stays, whatever the worker later writes. For a client
+  // that goes while results it got still live. False for a range outside the mapping or where
+  // the system refuses.
+  bool detach(uint64_t offset, uint64_t bytes);
   // False once the worker that created the segment has exited (its pid is gone): a client
   // that still holds this mapping is talking to a restarted worker and must say hello again.
   bool worker_alive() const;

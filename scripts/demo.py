@@ -52,7 +52,7 @@ def start_worker(binary: Path, model: Path, tmp: Path, device: str):
                 with rwkvd.Client(endpoint, timeout=2) as c:
                     c.hello()
                 return proc, endpoint, log
-            except rwkvd.RequestTimeout:
+            except (rwkvd.RequestTimeout, rwkvd.NoWorker):
                 pass
         if time.time() > deadline:
             proc.kill()

@@ -137,7 +137,7 @@ void main() {
   // is loaded again (a cache hit: the lanes of the other piece read it too) where it is decoded,
   // 4 registers a lane fewer (129 took one more than a fourth workgroup an SM needs). H100, 512
   // tokens, us: 2560 -> 10240 222.8 -> 205.4, 10240 -> 2560 274.0 -> 270.8, 2560 -> 2560 74.8
-  // -> 76.4 (session 11).
+  // -> 76.4.
   const uint w_blk = w_row >> 4;  // 16-byte units
 #endif
   vec4 xv[XV];   // float32 inputs (X16 false)

@@ -22,7 +22,7 @@ layout(constant_id = 3) const uint KS = 1;  // subgroups a team (a row's K split
 // [subgroup][row], for KS > 1. Its size is a measured setting, not only storage: shared memory
 // bounds the workgroups an SM holds, which spreads a small grid (the LoRA down products' 576
 // workgroups) over more SMs. H100, 2.9B gen-1 tok/s with 1 KB (this) / sized to the workgroup
-// (16 bytes, none at KS = 1) / 4 KB: Q4_K_M 397 / 361 / -, F16 301 / 298 / 263 (session 17).
+// (16 bytes, none at KS = 1) / 4 KB: Q4_K_M 397 / 361 / -, F16 301 / 298 / 263.
 shared float team_sums[kMaxWg / 4u][4];
 
 #include "product.glsl"
@@ -41,8 +41,7 @@ void front_store(uint q, vec4 v, bool live) {
 #include "shift_front.glsl"
 // The input's vec4 i (from the row's element 0). A macro, not a function: unoptimised SPIR-V
 // keeps a function as a call with its arguments stored through memory, and NVIDIA's compiler
-// then made the plain products of 2.9B F16 ~10% slower (session 24,
-// bench/results/2026-11-27-s22/f16-regression/README.md). i stays unparenthesised below: the
+// then made the plain products of 2.9B F16 ~10% slower (H200). i stays unparenthesised below: the
 // plain variants' SPIR-V is then byte-identical to the one measured fast.
 #define X_IN(x4, i) s_x4[i]
 #else

@@ -1,6 +1,6 @@
-// mvq.comp's diagnostic builds for vk_kernel_bench ($RWKVD_VK_MVQ_DIAG; results wrong): one step
-// of the product's loop with parts of it taken away, to split a product's time
-// (docs/PERFORMANCE.md, session 25). Every loaded word is folded into the sums, so no load is
+// mvq.comp's diagnostic builds for vk_kernel_bench (--diag=mvq_a and so on; results wrong, so
+// only bench/ embeds them): one step of the product's loop with parts of it taken away, to split
+// a product's time (docs/PERFORMANCE.md). Every loaded word is folded into the sums, so no load is
 // narrowed or dropped. MVQ_DIAG:
 //   1 (a): the weights' loads alone;
 //   3 (c): and the inputs' loads as the product makes them (two runs and two (d, s) pairs a piece);

@@ -73,7 +73,7 @@ void piece_bytes(Raw r, uint p, out uvec4 lo, out uvec4 hi, out vec4 aff) {
   // mcd.comp's lanes decode the same chunk (rows apart): a branch on it costs them one side only
   // (H200, 8 tokens: Q4_K 2560 -> 10240 23.2 -> 21.9 us, 2560 -> 2560 11.2 -> 10.4). mc.comp
   // keeps the branch-free form: with the branch its products lost ~1% alone and gen-32 and 1.5B
-  // prefill ~5% (session 26).
+  // prefill ~5%.
   uvec2 sm;
   if (c < 2u) {
     sm = hd_y_z_low(r.hd, c);

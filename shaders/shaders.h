@@ -12,8 +12,11 @@ struct Shader {
   std::span<const uint32_t> words;
 };
 
-const std::vector<Shader>& all();
-// The named shader; throws std::out_of_range naming it if absent.
+const std::vector<Shader>& all();  // the product's (rwkvd_shaders)
+// Benchmarks' own builds (rwkvd_bench_shaders, linked only by bench/): diagnostic variants whose
+// results are wrong, and kernels the product never runs.
+const std::vector<Shader>& bench_only();
+// The named shader of all(); throws std::out_of_range naming it if absent.
 std::span<const uint32_t> find(std::string_view name);
 
 }  // namespace rwkvd::shaders

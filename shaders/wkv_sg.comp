@@ -87,7 +87,7 @@ void lora_up(uint t0, uint nb, uint h) {
   [[unroll]] for (uint i = 0; i < LL; ++i) {
     const uint f = part + PL * i;
 #ifdef WKV_DIAG_LORA
-    // Diagnostic build ($RWKVD_VK_WKV_DIAG=l, timing only, wrong results): phase L without its
+    // Diagnostic build (vk_kernel_bench --diag=wkv_lora, timing only, wrong results): phase L without its
     // weights' loads, to price them in the forward, where they come from memory (in
     // vk_kernel_bench they stay in the L2 between repeats).
     w[i] = vec4(float(f < n_all) * 1e-30);

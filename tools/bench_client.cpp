@@ -132,9 +132,9 @@ class WorkerProcess {
 
 // Reads every float, as a client that uses the tensor does, into 16 independent float sums (a
 // checksum and a sink, not a result). One running double sum is a chain of dependent adds, ~4
-// cycles each: ~5-6 ms for a 2.9B state's 5.4M floats, most of what `doc_state.client_fetch_ms`
-// measured until session 20, which timed the bench's own arithmetic rather than the tensor's
-// delivery (16 sums read at memory speed: ~1.2 ms on a 2-core EPYC development machine).
+// cycles each: ~5-6 ms for a 2.9B state's 5.4M floats, which `doc_state.client_fetch_ms` would
+// then time instead of the tensor's delivery (16 sums read at memory speed: ~1.2 ms on a 2-core
+// EPYC development machine).
 double sum_of(std::span<const float> v) {
   float lanes[16] = {};
   size_t i = 0;
@@ -468,7 +468,7 @@ void run_client_bench(const BenchOptions& o, BenchReport& report) {
   const int R = std::max(1, o.repeats);
   const bench::Sizes sizes(o);
   const std::string email = bench::document(o);
-  const std::vector<std::string> fields = bench::read_lines(o.fields_path);
+  const std::vector<std::string> fields = bench::field_prompts(o);
 
   char tmpl[] = "/tmp/rwkvd-bench-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) {
@@ -658,7 +658,7 @@ void run_client_bench(const BenchOptions& o, BenchReport& report) {
                     " rounds): " + histogram_line(steps_shared));
     // The two ways batch the fields' steps differently (6 clients start staggered), and a step
     // of up to 4 sequences multiplies on int8 inputs where one of 5 to 16 runs on tensor cores
-    // (docs/PERFORMANCE.md, "Many sequences"): their last-bit differences can flip a greedy pick
+    // (docs/VULKAN.md): their last-bit differences can flip a greedy pick
     // among a random-weight model's near-equal logits. So the answers are compared and recorded,
     // not required equal; per field, the tokens in common before the first difference (a wrong
     // state or a mixed-up session would differ from the first token).

@@ -216,8 +216,7 @@ void run_engine_bench(const BenchOptions& o, BenchReport& report) {
     return ids;
   };
   std::vector<std::vector<int32_t>> fields;
-  for (const auto& line : bench::read_lines(o.fields_path))
-    fields.push_back(clamp_ids(tok->encode(line)));
+  for (const auto& line : bench::field_prompts(o)) fields.push_back(clamp_ids(tok->encode(line)));
   const std::vector<int32_t> field_end = clamp_ids(tok->encode(sizes.field_end));
   for (int r = 0; r < R; ++r) {
     const auto t0 = Clock::now();

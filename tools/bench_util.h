@@ -14,8 +14,8 @@ namespace rwkvd::tools {
 struct BenchOptions {
   std::string model;
   std::string device = "gpu";
-  std::string text_path;    // the document (bench_email.txt)
-  std::string fields_path;  // field prompts, one per line (bench/field_prompts.txt)
+  std::string text_path;    // the document (bench_email.txt of the fixtures)
+  std::string fields_path;  // field prompts, one per line; empty: kFieldPrompts
   int repeats = 3;
   bool quick = false;     // small sizes for a CI smoke run
   int embed_docs = 1024;  // documents of 200 tokens for the embedding throughput figures
@@ -56,6 +56,15 @@ inline std::vector<std::string> read_lines(const std::string& path) {
   }
   if (out.empty()) throw std::runtime_error("bench: no lines in " + path);
   return out;
+}
+
+// The fields the field-analysis figures ask of the document, one generation each.
+inline const std::vector<std::string> kFieldPrompts = {
+    "Sender:", "Date:", "Intent:", "Requested action:", "Deadline:", "Sentiment:"};
+
+// The field prompts: --fields FILE's lines, else kFieldPrompts.
+inline std::vector<std::string> field_prompts(const BenchOptions& o) {
+  return o.fields_path.empty() ? kFieldPrompts : read_lines(o.fields_path);
 }
 
 // Deterministic token ids in [1, vocab): stand-ins for documents of a given length.

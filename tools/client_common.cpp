@@ -10,7 +10,8 @@ using protocol::Value;
 
 std::unique_ptr<client::Client> ClientArgs::connect() const {
   return std::make_unique<client::Client>(
-      endpoint, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)), !no_shm);
+      endpoint, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)), !no_shm,
+      server_key);
 }
 
 protocol::Input ClientArgs::input() const {
@@ -24,6 +25,9 @@ void add_client_options(CLI::App* cmd, ClientArgs& a, bool with_prompt) {
                   "worker endpoint (default: $RWKVD_ENDPOINT or the per-user ipc socket)");
   cmd->add_option("--timeout", a.timeout_s, "seconds to wait for a reply")->capture_default_str();
   cmd->add_flag("--no-shm", a.no_shm, "take tensors inline instead of through shared memory");
+  cmd->add_option("--server-key", a.server_key,
+                  "the worker's CURVE public key, for tcp to another host's worker (default: "
+                  "$RWKVD_SERVER_KEY, else this user's own worker's)");
   if (with_prompt) {
     cmd->add_option("--text", a.text, "input text");
     cmd->add_option("--tokens", a.tokens, "input token ids, comma separated");

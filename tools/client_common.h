@@ -15,6 +15,7 @@ struct ClientArgs {
   std::string endpoint;  // "" = default
   double timeout_s = 120;
   bool no_shm = false;
+  std::string server_key;  // the worker's CURVE public key ("" = $RWKVD_SERVER_KEY or ours)
   std::string text;
   std::string tokens;  // "1,2,3"
   std::unique_ptr<client::Client> connect() const;

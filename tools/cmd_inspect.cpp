@@ -1,10 +1,10 @@
 // `rwkvd inspect FILE.gguf`: the metadata, the tensor table and the size per type.
 #include <cstdio>
-#include <map>
 #include <string>
 
 #include "engine/gguf.h"
 #include "tools/commands.h"
+#include "tools/model_summary.h"
 
 namespace rwkvd::tools {
 namespace {
@@ -27,22 +27,20 @@ void run_inspect(const std::string& path) {
                 engine::gguf_value_to_string(value).c_str());
   }
   std::printf("\ntensors:\n  %-44s %-8s %-24s %12s\n", "name", "type", "shape", "bytes");
-  std::map<std::string, std::pair<uint64_t, uint64_t>> per_type;  // type -> (count, bytes)
   for (const auto& t : f->tensors()) {
     const std::string type(engine::ggml_traits(t.type).name);
     std::printf("  %-44s %-8s %-24s %12llu\n", std::string(t.name).c_str(), type.c_str(),
                 shape_of(t).c_str(), static_cast<unsigned long long>(t.n_bytes));
-    per_type[type].first += 1;
-    per_type[type].second += t.n_bytes;
   }
   std::printf("\nsize per type:\n");
+  const auto per_type = bytes_per_type(*f);
   uint64_t total = 0;
-  for (const auto& [type, cb] : per_type) total += cb.second;
-  for (const auto& [type, cb] : per_type) {
+  for (const auto& [type, s] : per_type) total += s.bytes;
+  for (const auto& [type, s] : per_type) {
     std::printf("  %-8s %5llu tensors %14llu bytes (%5.1f%%)\n", type.c_str(),
-                static_cast<unsigned long long>(cb.first),
-                static_cast<unsigned long long>(cb.second),
-                total ? 100.0 * static_cast<double>(cb.second) / static_cast<double>(total) : 0.0);
+                static_cast<unsigned long long>(s.tensors),
+                static_cast<unsigned long long>(s.bytes),
+                total ? 100.0 * static_cast<double>(s.bytes) / static_cast<double>(total) : 0.0);
   }
   std::printf("  total    %14llu bytes of tensor data, file %llu bytes\n",
               static_cast<unsigned long long>(total),

@@ -16,6 +16,7 @@
 #include "engine/gguf.h"
 #include "tools/commands.h"
 #include "tools/device.h"
+#include "tools/model_summary.h"
 #include "worker/server.h"
 #include "worker/world_codec.h"
 
@@ -24,7 +25,7 @@ namespace {
 
 struct ServeArgs {
   std::string model;
-  std::string device = "cpu";
+  std::string device = "auto";
   std::string log_level = "info";
   uint32_t slots = 32;
   uint32_t max_chunk = 1024;
@@ -37,8 +38,9 @@ struct ServeArgs {
 
 std::atomic<worker::Server*> g_server{nullptr};
 
+// With --drain-s the first signal drains (the second stops at once); atomic stores: signal-safe.
 extern "C" void on_signal(int) {
-  if (auto* s = g_server.load()) s->request_stop();  // an atomic store: signal-safe
+  if (auto* s = g_server.load()) s->request_drain();
 }
 
 // Loading can take a while on big models; say so once a second on stderr. The ticker waits on
@@ -90,8 +92,8 @@ void run_serve(ServeArgs& a) {
   a.opt.shm_bytes = a.shm_mb << 20;
   a.opt.coalesce_embeds = !a.no_coalesce;
   const uint64_t file_bytes = std::filesystem::file_size(a.model);
-  std::fprintf(stderr, "rwkvd: loading %s (%.1f MiB) on %s\n", a.model.c_str(),
-               static_cast<double>(file_bytes) / (1 << 20), a.device.c_str());
+  std::fprintf(stderr, "rwkvd: loading %s (%.1f MiB)\n", a.model.c_str(),
+               static_cast<double>(file_bytes) / (1 << 20));
   engine::BackendOptions bo;
   bo.n_slots = a.slots;
   bo.n_threads = a.threads;
@@ -99,18 +101,26 @@ void run_serve(ServeArgs& a) {
   // The GPU device (instance and driver: ~150 ms on an H100), the tokenizer's tables (tens of
   // ms; they need only the file) and the shared-memory ring (~100 ms for 256 MiB) are made on
   // threads of their own, beside each other and the model's loading, not one after another.
-  auto gpu = std::async(std::launch::async, [&] { return open_gpu_context(a.device); });
+  auto gpu = std::async(std::launch::async, [&] { return choose_device(a.device); });
+  std::string types;
   auto codec = std::async(std::launch::async, [&] {
     const auto gguf = engine::GgufFile::open(a.model);
+    types = weight_types(*gguf);
     return worker::make_world_codec(*gguf);
   });
   auto ring = std::async(std::launch::async, [&] { return worker::Server::make_ring(a.opt); });
-  auto backend = with_progress("loading the model",
-                               [&] { return open_backend(a.model, a.device, bo, gpu.get()); });
+  auto backend = with_progress("loading the model", [&] {
+    DeviceChoice d = gpu.get();
+    std::fprintf(stderr, "rwkvd: device %s (%s)\n", d.device.c_str(), d.why.c_str());
+    return open_backend(a.model, d.device, bo, std::move(d.gpu));
+  });
   const auto loaded = std::chrono::steady_clock::now();
-  worker::Server server(
-      std::move(backend), codec.get(), a.opt,
-      worker::ModelInfo{std::filesystem::path(a.model).stem().string(), a.model, file_bytes});
+  const std::string name = std::filesystem::path(a.model).stem().string();
+  const engine::Rwkv7Hparams hp = backend->hparams();
+  const std::string device_name = backend->device_name();
+  auto made_codec = codec.get();  // after it, `types` is set
+  worker::Server server(std::move(backend), std::move(made_codec), a.opt,
+                        worker::ModelInfo{name, a.model, file_bytes});
   server.bind(ring.get());
   g_server = &server;
   struct sigaction sa {};
@@ -120,9 +130,12 @@ void run_serve(ServeArgs& a) {
   ::sigaction(SIGTERM, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
   const auto ready = std::chrono::steady_clock::now();
-  std::fprintf(stderr, "rwkvd: ready on %s in %.0f ms (the model %.0f, then the server %.0f)\n",
+  std::fprintf(stderr,
+               "rwkvd: ready on %s in %.0f ms (the model %.0f, then the server %.0f): %s, "
+               "RWKV-7 %u layers, n_embd %u, head_size %u, n_vocab %u, weights %s, on %s\n",
                server.endpoint().c_str(), ms_between(start, ready), ms_between(start, loaded),
-               ms_between(loaded, ready));
+               ms_between(loaded, ready), name.c_str(), hp.n_layer, hp.n_embd, hp.head_size,
+               hp.n_vocab, types.c_str(), device_name.c_str());
   server.run();
   g_server = nullptr;
 }
@@ -136,10 +149,16 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--endpoint", a->opt.endpoint,
                   "ipc://PATH or tcp://127.0.0.1:PORT (default: per-user ipc socket)");
   cmd->add_flag("--allow-remote", a->opt.allow_remote,
-                "allow tcp on a non-loopback address (no authentication!)");
-  cmd->add_option("--device", a->device, "cpu or gpu")->check(CLI::IsMember({"cpu", "gpu"}));
+                "allow tcp on a non-loopback address (clients still need a known CURVE key)");
+  cmd->add_flag("--curve", a->opt.curve,
+                "require CURVE keys over ipc too (tcp always does; docs/THREAT_MODEL.md)");
+  cmd->add_option("--device", a->device,
+                  "auto (the GPU where there is one, else the CPU), cpu or gpu")
+      ->check(CLI::IsMember({"auto", "cpu", "gpu"}))
+      ->capture_default_str();
   cmd->add_option("--log-level", a->log_level, "trace, debug, info, warn, error, off")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}));
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // the last one given wins
   cmd->add_option("--batch-window-us", a->opt.batch_window_us,
                   "embed coalescing window in microseconds")
       ->capture_default_str();
@@ -171,7 +190,11 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--shm-mb", a->shm_mb, "shared-memory ring size (0 = inline only)")
       ->capture_default_str();
   cmd->add_option("--lease-timeout-s", a->opt.lease_timeout_s,
-                  "reclaim unreleased ring leases after this long")
+                  "check that a client holding ring leases this long is still there")
+      ->capture_default_str();
+  cmd->add_option("--drain-s", a->opt.drain_s,
+                  "on SIGTERM/SIGINT take no new work and finish what runs for up to this many "
+                  "seconds, then stop (a second signal stops at once; 0: stop at once)")
       ->capture_default_str();
   cmd->add_option("--session-idle-s", a->opt.session_idle_s, "close sessions unused for this long")
       ->capture_default_str();

@@ -23,15 +23,12 @@ struct SynthOptions {
   bool quiet = false;
 };
 
-// Where the world vocab is when --vocab-file is not given: the shared fixtures
-// ($RWKVD_FIXTURES, else ../shared/fixtures beside the source tree, as the tests look).
+// Where the world vocab is when --vocab-file is not given: the fixtures of $RWKVD_FIXTURES,
+// resolved at run time (the binary holds no path of the machine it was built on); empty if unset.
 std::filesystem::path default_world_vocab() {
   const char* env = std::getenv("RWKVD_FIXTURES");
-  const std::filesystem::path root =
-      env != nullptr && *env != '\0'
-          ? std::filesystem::path(env)
-          : std::filesystem::path(RWKVD_SOURCE_DIR) / ".." / "shared" / "fixtures";
-  return root / "tokenizer" / "rwkv_vocab_v20230424.txt";
+  if (env == nullptr || *env == '\0') return {};
+  return std::filesystem::path(env) / "tokenizer" / "rwkv_vocab_v20230424.txt";
 }
 
 void run_synth(SynthOptions& o, const CLI::App& cmd) {
@@ -53,11 +50,12 @@ void run_synth(SynthOptions& o, const CLI::App& cmd) {
   } else if (c.vocab >= 65536) {
     // A full-size vocab is the world vocab, when it can be found.
     const auto world = default_world_vocab();
-    if (std::filesystem::exists(world)) {
+    if (!world.empty() && std::filesystem::exists(world)) {
       c.vocab_file = world.string();
     } else if (!o.quiet) {
-      std::fprintf(stderr, "synth: %s not found; generating token strings (use --vocab-file)\n",
-                   world.string().c_str());
+      std::fprintf(stderr,
+                   "synth: no world vocab (%s); generating token strings (use --vocab-file)\n",
+                   world.empty() ? "RWKVD_FIXTURES unset" : world.string().c_str());
     }
   }
   ProgressBar bar("synth", o.quiet);

@@ -15,6 +15,8 @@ void add_client_embed_command(CLI::App& app);
 void add_client_tokenize_command(CLI::App& app);
 void add_client_state_command(CLI::App& app);
 void add_client_stats_command(CLI::App& app);
+// The OpenAI-compatible HTTP front (needs rwkvd_http).
+void add_http_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 void add_synth_command(CLI::App& app);

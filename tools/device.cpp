@@ -3,6 +3,7 @@
 #include <stdexcept>
 
 #ifdef RWKVD_HAVE_VULKAN
+#include "engine/vk/context.h"
 #include "engine/vk/vk_backend.h"
 #endif
 
@@ -28,6 +29,30 @@ std::shared_ptr<engine::VkContext> open_gpu_context(const std::string& device) {
   if (device == "gpu") return engine::make_vk_context();
 #endif
   return nullptr;
+}
+
+DeviceChoice choose_device(const std::string& requested) {
+  if (requested != "auto") {
+    return {requested, open_gpu_context(requested), "--device " + requested};
+  }
+#ifdef RWKVD_HAVE_VULKAN
+  try {
+    auto gpu = engine::make_vk_context();
+    const auto& props = gpu->device().props();
+    const std::string name = props.deviceName;
+    if (props.deviceType != VK_PHYSICAL_DEVICE_TYPE_CPU) {
+      return {"gpu", std::move(gpu), "auto: the GPU " + name + " (--device cpu for the CPU)"};
+    }
+    return {"cpu", nullptr,
+            "auto: no GPU, only " + name +
+                ", a CPU implementation of Vulkan (--device gpu "
+                "runs on it)"};
+  } catch (const std::exception& e) {
+    return {"cpu", nullptr, std::string("auto: no GPU (") + e.what() + ")"};
+  }
+#else
+  return {"cpu", nullptr, "auto: this build has no GPU engine"};
+#endif
 }
 
 std::unique_ptr<engine::Backend> open_backend(const std::string& model_path,

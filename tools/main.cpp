@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   rwkvd::tools::add_client_tokenize_command(app);
   rwkvd::tools::add_client_state_command(app);
   rwkvd::tools::add_client_stats_command(app);
+  rwkvd::tools::add_http_command(app);
   rwkvd::tools::add_bench_command(app);
   rwkvd::tools::add_quantize_command(app);
   rwkvd::tools::add_synth_command(app);

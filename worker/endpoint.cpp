@@ -1,6 +1,7 @@
 #include "worker/endpoint.h"
 
 #include "protocol/endpoint.h"
+#include "protocol/owned_path.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -12,7 +13,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <stdexcept>
 
 namespace rwkvd::worker {
@@ -50,10 +50,6 @@ std::string default_endpoint() {
   return protocol::default_endpoint(false);
 }
 
-std::string ipc_path(const std::string& endpoint) {
-  return endpoint.rfind("ipc://", 0) == 0 ? endpoint.substr(6) : std::string();
-}
-
 void prepare_endpoint(const std::string& endpoint, bool allow_remote) {
   if (endpoint.rfind("tcp://", 0) == 0) {
     const std::string hostport = endpoint.substr(6);
@@ -63,38 +59,51 @@ void prepare_endpoint(const std::string& endpoint, bool allow_remote) {
     const std::string host = hostport.substr(0, colon);
     if (!is_loopback_host(host) && !allow_remote) {
       throw std::runtime_error("refusing to listen on non-loopback " + endpoint +
-                               ": the protocol has no authentication; pass --allow-remote to "
-                               "do it anyway");
+                               ": pass --allow-remote to open it to other hosts (clients still "
+                               "need a CURVE key the worker knows, docs/THREAT_MODEL.md)");
     }
     return;
   }
-  const std::string path = ipc_path(endpoint);
+  const std::string path = protocol::ipc_path(endpoint);
   if (path.empty()) throw std::runtime_error("endpoint must be ipc://PATH or tcp://HOST:PORT");
   if (path.size() >= sizeof(sockaddr_un::sun_path)) {
     throw std::runtime_error("ipc path too long for a unix socket: " + path);
   }
-  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0) {
-    if (::mkdir(dir.c_str(), 0700) != 0) {
-      throw std::runtime_error("cannot create " + dir.string() + ": " + std::strerror(errno));
+  const std::string dir = protocol::socket_dir(path);
+  if (protocol::is_default_dir(dir)) {
+    protocol::make_private_dir(dir);  // ours and 0700, or refused
+  } else {
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      throw std::runtime_error("cannot create " + dir + ": " + std::strerror(errno));
     }
-  } else if (dir == std::filesystem::path(ipc_path(default_endpoint())).parent_path() &&
-             (st.st_uid != ::getuid() || (st.st_mode & 0077) != 0)) {
-    // Our own per-user directory must be ours and private, or someone could swap the socket.
-    throw std::runtime_error(dir.string() + " must be owned by this user with mode 0700");
+    protocol::check_safe_dir(dir);
   }
-  if (std::filesystem::exists(path)) {
+  if (protocol::check_own_socket(path)) {
     if (socket_is_live(path)) {
       throw std::runtime_error("another worker is already listening on " + endpoint);
     }
-    std::filesystem::remove(path);  // left behind by a worker that died
+    ::unlink(path.c_str());  // ours, left behind by a worker that died
   }
 }
 
-void secure_endpoint(const std::string& endpoint) {
-  const std::string path = ipc_path(endpoint);
-  if (!path.empty()) ::chmod(path.c_str(), 0600);
+BoundSocket secure_endpoint(const std::string& endpoint) {
+  BoundSocket b;
+  b.path = protocol::ipc_path(endpoint);
+  if (b.path.empty()) return b;
+  ::chmod(b.path.c_str(), 0600);
+  if (!protocol::check_own_socket(b.path, &b.ino, &b.dev)) {
+    throw std::runtime_error("the socket " + b.path + " vanished after bind");
+  }
+  return b;
+}
+
+void remove_endpoint(const BoundSocket& socket) {
+  if (socket.path.empty()) return;
+  struct stat st {};
+  if (::lstat(socket.path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && st.st_ino == socket.ino &&
+      st.st_dev == socket.dev && st.st_uid == ::getuid()) {
+    ::unlink(socket.path.c_str());
+  }
 }
 
 }  // namespace rwkvd::worker

@@ -10,6 +10,7 @@ namespace rwkvd::worker {
 struct ServeOptions {
   std::string endpoint;                 // empty: default_endpoint()
   bool allow_remote = false;            // tcp on a non-loopback address
+  bool curve = false;                   // CURVE over ipc too (tcp always has it)
   bool coalesce_embeds = true;          // false: each embed request is its own engine run
   uint32_t batch_window_us = 2000;      // embed coalescing: wait this long for company
   uint32_t embed_token_budget = 16384;  // ... or until this many tokens are queued
@@ -33,7 +34,7 @@ struct ServeOptions {
   uint64_t shm_bytes = 256u << 20;          // 0 disables the shared-memory ring
   uint32_t shm_slots = 1024;
   uint32_t shm_wait_ms = 20;       // a full ring waits this long, then goes inline
-  uint32_t lease_timeout_s = 120;  // leases not released by then are reclaimed
+  uint32_t lease_timeout_s = 120;  // a client holding leases this long is checked (not freed)
   // A client with requests in flight gets a heartbeat after this long without any message from
   // us, so it can tell a slow request from a dead worker (PROTOCOL.md, Heartbeats). 0: none.
   uint32_t heartbeat_ms = 1000;
@@ -43,13 +44,16 @@ struct ServeOptions {
   uint32_t max_inflight_per_client = 256;  // requests queued or running; more: quota_exceeded
   uint32_t max_leases_per_client = 256;    // ring leases held; more tensors go inline
   // Replies queued by ZeroMQ for one client (its send high-water mark). A client whose queue
-  // fills has stopped reading: its work is dropped and its leases freed, so its replies cannot
+  // fills has stopped reading: its work is dropped (it keeps its leases), so its replies cannot
   // pile up in the worker's memory.
   uint32_t client_queue = 1000;
   // ... and bytes of replies queued for one client. A reply that would take a client past it
   // (with others still queued) is dropped and an error for its id (quota_exceeded) goes in its
   // place, so a client that does not read costs at most this plus one reply.
   uint64_t client_queue_bytes = 128u << 20;
+  // On Server::request_drain(): no new engine work; what is queued or running finishes for up
+  // to this many seconds, then the worker stops. 0: request_drain() stops at once.
+  uint32_t drain_s = 0;
   protocol::Limits limits;
 };
 

@@ -11,6 +11,7 @@
 #include "protocol/codec.h"
 #include "protocol/shm_input.h"
 #include "worker/endpoint.h"
+#include "worker/request_log.h"
 
 namespace rwkvd::worker {
 
@@ -44,10 +45,7 @@ Server::Server(std::unique_ptr<engine::Backend> backend, std::shared_ptr<const T
 
 Server::~Server() {
   if (scheduler_) scheduler_->stop();
-  if (bound_) {
-    const std::string path = ipc_path(opt_.endpoint);
-    if (!path.empty()) std::filesystem::remove(path);
-  }
+  if (bound_) remove_endpoint(socket_file_);
 }
 
 std::unique_ptr<protocol::ShmRing> Server::make_ring(const ServeOptions& options) {
@@ -73,7 +71,15 @@ void Server::bind() {
 void Server::bind(std::unique_ptr<protocol::ShmRing> ring) {
   prepare_endpoint(opt_.endpoint, opt_.allow_remote);
   ring_ = std::move(ring);
+  // CURVE: always over tcp (other users of the host, or other hosts, can reach it), over ipc
+  // when asked (its directory already keeps other users out).
+  if ((opt_.curve || opt_.endpoint.rfind("tcp://", 0) == 0) && !auth_) {
+    auth_ = std::make_unique<CurveAuth>(ctx_);
+    spdlog::info("CURVE: server key {}, {} client key(s) admitted", auth_->public_key(),
+                 auth_->n_clients());
+  }
   router_ = zmq::socket_t(ctx_, zmq::socket_type::router);
+  if (auth_) auth_->apply(router_);
   // Mandatory: a send to a vanished client fails (EHOSTUNREACH) and one to a client whose queue
   // is full fails (EAGAIN) instead of being dropped silently; both tell us to drop its work.
   router_.set(zmq::sockopt::router_mandatory, 1);
@@ -98,7 +104,7 @@ void Server::bind(std::unique_ptr<protocol::ShmRing> ring) {
   }
   ::umask(old);
   bound_ = true;
-  secure_endpoint(opt_.endpoint);
+  socket_file_ = secure_endpoint(opt_.endpoint);
   if (opt_.endpoint.rfind("tcp://", 0) == 0 && opt_.endpoint.back() == '*') {
     opt_.endpoint = router_.get(zmq::sockopt::last_endpoint);
   }
@@ -174,12 +180,12 @@ std::optional<Value> Server::over_queue_bytes(const std::string& client, const V
           std::to_string(opt_.client_queue_bytes) + ")");
 }
 
-void Server::send(const std::string& client, const Value& body) {
+bool Server::send(const std::string& client, const Value& body) {
   std::string bytes = protocol::encode(body);
   if (auto instead = over_queue_bytes(client, body, bytes.size())) {
-    if (instead->kind() != Value::Kind::kMap) return;
-    send(client, *instead);
-    return;
+    // Not the reply: its leases go back (send_reply), the error goes in its place.
+    if (instead->kind() == Value::Kind::kMap) send(client, *instead);
+    return false;
   }
   if (const Value* ok = body.find("ok"); ok != nullptr && !ok->as_bool()) {
     const Value* code = body.find("error")->find("code");
@@ -193,19 +199,79 @@ void Server::send(const std::string& client, const Value& body) {
         router_.send(zmq::buffer(client), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
     if (!r1) {
       drop_client(client, false);  // its queue is full: it has stopped reading
-      return;
+      return false;
     }
     auto* r = new QueuedReply{std::move(bytes), queued};
     queued->fetch_add(r->bytes.size());
     zmq::message_t m(r->bytes.data(), r->bytes.size(), free_queued_reply, r);
     (void)router_.send(m, zmq::send_flags::dontwait);
     if (auto it = last_sent_.find(client); it != last_sent_.end()) it->second = Clock::now();
+    return true;
   } catch (const zmq::error_t& e) {
     if (e.num() == EHOSTUNREACH) {
       drop_client(client, true);
     } else {
       spdlog::warn("send failed: {}", e.what());
     }
+  }
+  return false;
+}
+
+void Server::send_reply(Outgoing& o) {
+  if (o.final) {
+    stats_.record_latency(o.op, ms_since(o.received));
+    log_replied(o.client, o.id, o.op, ms_since(o.received), o.body);
+  }
+  if (send(o.client, o.body) || !ring_) return;
+  // Never seen by its client, which cannot release them: the reply's leases go back now.
+  for (const auto& [key, v] : o.body.as_map()) {
+    const Value* shm = v.find("shm");  // find() is null for what is not a map
+    const Value* lease = shm != nullptr ? shm->find("lease") : nullptr;
+    if (lease != nullptr && lease->kind() == Value::Kind::kUint) {
+      ring_->release(lease->as_uint(), o.client);
+    }
+  }
+}
+
+bool Server::reachable(const std::string& client) {
+  // A heartbeat that cannot be routed: the client is not connected. One that finds the client's
+  // queue full leaves it alone: it is there, only not reading.
+  try {
+    if (router_.send(zmq::buffer(client), zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+      (void)router_.send(zmq::buffer(protocol::encode(protocol::heartbeat_message())),
+                         zmq::send_flags::dontwait);
+    }
+    stats_.shm_event("owner_checks");
+    return true;
+  } catch (const zmq::error_t& e) {
+    return e.num() != EHOSTUNREACH;
+  }
+}
+
+void Server::check_leases() {
+  // Unreachable at the last check as well (a second apart): gone, and its leases with it. Once
+  // is not enough: a client replacing its socket (after a timeout) is briefly not connected.
+  std::vector<std::string> missing;
+  missing.swap(unreachable_);
+  for (const std::string& client : missing) {
+    if (ring_->leases_of(client) > 0 && !reachable(client)) drop_client(client, true);
+  }
+  for (const std::string& client : ring_->owners_to_check()) {
+    if (!reachable(client)) unreachable_.push_back(client);
+  }
+  if (!ring_->damaged()) return;
+  // Another process truncated the segment (what it held is gone): a new one, whose name the
+  // clients learn from their next hello; the leases of the old one answer unknown_lease.
+  try {
+    const std::string old = ring_->name();
+    const size_t dropped = ring_->recreate();
+    stats_.shm_event("recreated");
+    spdlog::warn(
+        "shared-memory ring /dev/shm/{} was truncated by another process; replaced by "
+        "/dev/shm/{} ({} lease(s) lost)",
+        old, ring_->name(), dropped);
+  } catch (const std::exception& e) {
+    spdlog::error("replacing the damaged shared-memory ring: {}", e.what());
   }
 }
 
@@ -220,10 +286,12 @@ void Server::drop_client(const std::string& client, bool gone_for_good) {
   }
   if (Clock::now() - last_drop_log_ > std::chrono::seconds(1)) {  // one line a second at most
     last_drop_log_ = Clock::now();
-    spdlog::warn("a client {}; dropping its work and leases",
-                 gone_for_good ? "vanished" : "stopped reading (reply queue full)");
+    spdlog::warn("a client {}", gone_for_good ? "vanished; dropping its work and leases"
+                                              : "stopped reading (reply queue full); dropping "
+                                                "its work");
   }
-  if (ring_) ring_->release_owner(client);
+  // A client that only stopped reading keeps its leases: it may still read the arrays it has.
+  if (ring_ && gone_for_good) ring_->release_owner(client);
   scheduler_->client_gone(client, gone_for_good);
   inflight_.erase(client);
   last_sent_.erase(client);
@@ -231,7 +299,7 @@ void Server::drop_client(const std::string& client, bool gone_for_good) {
 
 void Server::send_error(const std::string& client, uint64_t id, ErrorCode code,
                         const std::string& msg) {
-  spdlog::debug("request {}: {} ({})", id, msg, protocol::error_name(code));
+  spdlog::debug("reply {} to {}: {} ({})", id, client_tag(client), protocol::error_name(code), msg);
   send(client, protocol::error_reply(id, code, msg));
 }
 
@@ -286,8 +354,7 @@ void Server::deliver(Outgoing o, bool force_inline) {
     parked_.push_back({std::move(o), Clock::now() + std::chrono::milliseconds(opt_.shm_wait_ms)});
     return;
   }
-  if (o.final) stats_.record_latency(o.op, ms_since(o.received));
-  send(o.client, o.body);
+  send_reply(o);
 }
 
 void Server::retry_parked(bool force) {
@@ -297,8 +364,7 @@ void Server::retry_parked(bool force) {
     const bool late = force || now >= p.deadline;
     if (!place_tensors(p.out, late)) break;
     if (late) stats_.shm_event("inline_fallbacks");
-    if (p.out.final) stats_.record_latency(p.out.op, ms_since(p.out.received));
-    send(p.out.client, p.out.body);
+    send_reply(p.out);
     parked_.pop_front();
   }
 }
@@ -460,9 +526,10 @@ void Server::handle(const std::string& client, const std::string& body) {
     return;
   }
   stats_.count_request(req.op);
+  log_received(client, req, body.size());
   if (req.state_was_shm) stats_.shm_event("input_states");
   // Piggy-backed releases first: the client's memory is free before its next result needs it.
-  // Leniently: a lease that already timed out is no error here.
+  // Leniently: a lease no longer held (its ring replaced, say) is no error here.
   if (ring_) {
     for (uint64_t l : req.release) ring_->release(l, client);
   }
@@ -532,6 +599,7 @@ void Server::handle_request(const std::string& client, protocol::Request req) {
   const auto received = Clock::now();
   auto reply = [&](Value v) {
     stats_.record_latency(req.op, ms_since(received));
+    log_replied(client, req.id, req.op, ms_since(received), v);
     send(client, v);
   };
   Value ok = protocol::ok_reply(req.id);
@@ -584,6 +652,11 @@ void Server::handle_request(const std::string& client, protocol::Request req) {
     default:
       break;
   }
+  if (drain_.load() && req.op != Op::kCancel) {
+    throw protocol::ProtocolError(ErrorCode::kShuttingDown,
+                                  "the worker is draining: it finishes the requests it has and "
+                                  "takes no new ones");
+  }
   // Everything else runs on the engine thread; texts are tokenized here (large ones were, on a
   // reader thread: handle()).
   tokenize_inputs(req, codec_.get(), opt_.limits.max_tokens);
@@ -606,9 +679,30 @@ void Server::handle_request(const std::string& client, protocol::Request req) {
   if (opt_.heartbeat_ms > 0) last_sent_.try_emplace(client, Clock::now());
 }
 
+bool Server::drained() {
+  const auto now = Clock::now();
+  if (!drain_until_) {
+    drain_until_ = now + std::chrono::seconds(opt_.drain_s);
+    uint64_t n = 0;
+    for (const auto& [client, k] : inflight_) n += k;
+    spdlog::info(
+        "draining: {} request(s) in flight; no new work; stopping when they are done, "
+        "in {} s at most",
+        n, opt_.drain_s);
+  }
+  if (inflight_.empty() && parked_.empty() && reading_.empty()) {
+    spdlog::info("drained: every request finished");
+    return true;
+  }
+  if (now < *drain_until_) return false;
+  spdlog::warn("drain time ({} s) is up: failing what is still in flight", opt_.drain_s);
+  return true;
+}
+
 void Server::run() {
   if (!bound_) bind();
-  auto last_expire = Clock::now();
+  auto last_lease_check = Clock::now();
+  auto last_prune = Clock::now();
   // Wake often enough to keep heartbeats within about half an interval of their time.
   const int64_t poll_ms =
       opt_.heartbeat_ms > 0 ? std::clamp<int64_t>(opt_.heartbeat_ms / 2, 1, 100) : 100;
@@ -662,13 +756,16 @@ void Server::run() {
     } catch (const std::exception& e) {
       spdlog::error("sending replies: {}", e.what());
     }
-    if (Clock::now() - last_expire > std::chrono::seconds(1)) {
-      last_expire = Clock::now();
+    if (drain_.load() && drained()) break;
+    if (ring_ && Clock::now() - last_lease_check > std::chrono::seconds(1)) {
+      last_lease_check = Clock::now();
+      check_leases();
+    }
+    if (Clock::now() - last_prune > std::chrono::seconds(1)) {
+      last_prune = Clock::now();
       std::erase_if(queued_bytes_, [](const auto& kv) {
         return kv.second.use_count() == 1;  // no reply of the client's is queued
       });
-      const size_t n = ring_ ? ring_->expire() : 0;
-      for (size_t i = 0; i < n; ++i) stats_.shm_event("expired");
     }
   }
   spdlog::info("stopping: failing in-flight requests");
@@ -690,8 +787,7 @@ void Server::run() {
   retry_parked(true);
   router_.set(zmq::sockopt::linger, 1000);  // let the shutting_down replies out
   router_.close();
-  const std::string path = ipc_path(opt_.endpoint);
-  if (!path.empty()) std::filesystem::remove(path);
+  remove_endpoint(socket_file_);
   bound_ = false;
   ring_.reset();  // unlinks the segment
   spdlog::info("stopped");

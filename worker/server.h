@@ -18,6 +18,8 @@
 
 #include "engine/backend.h"
 #include "protocol/shm_ring.h"
+#include "worker/curve_auth.h"
+#include "worker/endpoint.h"
 #include "worker/job.h"
 #include "worker/options.h"
 #include "worker/scheduler.h"
@@ -52,6 +54,11 @@ class Server {
   void run();
   // Async-signal-safe.
   void request_stop() { stop_.store(true); }
+  // Async-signal-safe: with drain_s, the first call drains (no new engine work; stops when
+  // nothing is in flight or after drain_s), a second one stops at once; without, it stops.
+  void request_drain() {
+    if (opt_.drain_s == 0 || drain_.exchange(true)) stop_.store(true);
+  }
   const std::string& endpoint() const { return opt_.endpoint; }
   const Stats& stats() const { return stats_; }
 
@@ -72,7 +79,14 @@ class Server {
   std::optional<protocol::ShmRing::Allocation> lease_for(const std::string& client, uint64_t bytes);
   void deliver(Outgoing o, bool force_inline);
   bool place_tensors(Outgoing& o, bool force_inline);
-  void send(const std::string& client, const protocol::Value& body);
+  // False where the message did not go out (the client is gone or not reading: dropped).
+  bool send(const std::string& client, const protocol::Value& body);
+  // A result's reply; the leases in one that cannot be sent are released.
+  void send_reply(Outgoing& o);
+  // Once a second: asks each client holding leases past the lease timeout whether it is still
+  // there (a heartbeat), freeing the leases of one that is gone; replaces a truncated ring.
+  void check_leases();
+  bool reachable(const std::string& client);  // a heartbeat to it could be routed
   // The reply to send in place of `body` where it would take the client's queued reply bytes
   // past client_queue_bytes (an error for its id), else nullopt.
   std::optional<protocol::Value> over_queue_bytes(const std::string& client,
@@ -85,6 +99,8 @@ class Server {
   void drain_outbox();
   void retry_parked(bool force);
   void send_heartbeats();
+  // While draining: true once nothing is in flight or the drain's time is up (then stop).
+  bool drained();
   protocol::Value hello_value() const;
   protocol::Value info_value() const;
   protocol::Value stats_value() const;
@@ -104,6 +120,7 @@ class Server {
   std::unordered_map<std::string, std::deque<std::string>> held_;
 
   zmq::context_t ctx_;
+  std::unique_ptr<CurveAuth> auth_;  // for tcp (and ipc with --curve); before router_ binds
   zmq::socket_t router_;
   zmq::socket_t wake_pull_;
   zmq::socket_t wake_push_;  // used under outbox_mu_ by the engine and reader threads
@@ -129,9 +146,14 @@ class Server {
   std::unordered_set<std::string> stalled_;
   // When each client with requests in flight last got a message from us (for heartbeats).
   std::unordered_map<std::string, Clock::time_point> last_sent_;
+  // Lease holders the last lease check could not reach (server thread only).
+  std::vector<std::string> unreachable_;
   Clock::time_point last_drop_log_{};
   std::atomic<bool> stop_{false};
+  std::atomic<bool> drain_{false};
+  std::optional<Clock::time_point> drain_until_;  // set when the server thread starts draining
   bool bound_ = false;
+  BoundSocket socket_file_;  // the ipc socket file bind() made: the only one stop() removes
 };
 
 }  // namespace rwkvd::worker

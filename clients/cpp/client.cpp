@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <zmq.hpp>
 
+#include "clients/cpp/connect.h"
 #include "protocol/codec.h"
 #include "protocol/endpoint.h"
 #include "protocol/ring_view.h"
@@ -26,17 +28,28 @@ std::optional<std::span<const float>> state_of(const Options& o) {
   return std::span<const float>(*o.state);
 }
 
-// Lease ids of dropped tensors, waiting to ride on the next request. Shared with the lease
-// handles so a tensor may outlive its Client (its release is then simply lost and the worker's
-// timeout reclaims the slot).
+// The leases of this client's Tensors: those alive (where their bytes are) and the ids of
+// dropped ones, waiting to ride on the next request. Shared with the lease handles so that a
+// Tensor may outlive its Client: the Client's destructor first turns the bytes of the Tensors
+// still alive into private copies (ShmReader::detach) and hands their leases back with the rest.
 struct PendingReleases {
+  struct Live {
+    protocol::ShmReader* reader;  // kept alive by the lease's handle
+    uint64_t offset;
+    uint64_t bytes;
+  };
   std::mutex mu;
   std::vector<uint64_t> ids;
+  std::map<uint64_t, Live> live;
 };
 
 struct LeaseHandle {
-  LeaseHandle(uint64_t l, std::shared_ptr<protocol::ShmReader> r, std::weak_ptr<PendingReleases> p)
-      : lease(l), reader(std::move(r)), pending(std::move(p)) {}
+  LeaseHandle(const protocol::ShmRef& ref, std::shared_ptr<protocol::ShmReader> r,
+              std::shared_ptr<PendingReleases> p)
+      : lease(ref.lease), reader(std::move(r)), pending(p) {
+    std::lock_guard lock(p->mu);
+    p->live[lease] = {reader.get(), ref.offset, ref.bytes};
+  }
   LeaseHandle(const LeaseHandle&) = delete;  // exactly one handle per lease: one release
   LeaseHandle& operator=(const LeaseHandle&) = delete;
   uint64_t lease;
@@ -45,7 +58,7 @@ struct LeaseHandle {
   ~LeaseHandle() {
     if (auto p = pending.lock()) {
       std::lock_guard lock(p->mu);
-      p->ids.push_back(lease);
+      if (p->live.erase(lease) != 0) p->ids.push_back(lease);  // else released when detached
     }
   }
 };
@@ -88,14 +101,11 @@ struct Client::Impl {
   size_t shm_input_min_bytes = size_t{1} << 20;
   std::shared_ptr<PendingReleases> pending = std::make_shared<PendingReleases>();
 
-  // A fresh DEALER: nothing queued for a dead worker survives, and the next call says hello
-  // again (mapping the ring of whichever worker now listens on the endpoint).
-  void reset() {
-    if (sock) sock.close();  // linger 0 (set below): queued requests are dropped
-    sock = zmq::socket_t(ctx, zmq::socket_type::dealer);
-    sock.set(zmq::sockopt::linger, 0);
-    sock.set(zmq::sockopt::routing_id, routing_id);
-    sock.connect(endpoint);
+  std::string server_key;
+  // Drops the socket: nothing queued for a dead worker survives, and the next call connects
+  // afresh and says hello again (mapping the ring of whichever worker now listens there).
+  void disconnect() {
+    if (sock) sock.close();  // linger 0 (connect.h): queued requests are dropped
     forget_ring();
   }
   void forget_ring() {
@@ -105,26 +115,43 @@ struct Client::Impl {
   }
 };
 
-Client::Client(std::string endpoint, std::chrono::milliseconds timeout, bool use_shm)
+Client::Client(std::string endpoint, std::chrono::milliseconds timeout, bool use_shm,
+               std::string server_key)
     : impl_(std::make_unique<Impl>()),
       endpoint_(endpoint.empty() ? protocol::default_endpoint() : std::move(endpoint)) {
   impl_->endpoint = endpoint_;
   impl_->timeout = timeout;
   impl_->use_shm = use_shm;
-  impl_->reset();
+  impl_->server_key = std::move(server_key);
+  connect();
+}
+
+void Client::connect() {
+  impl_->disconnect();
+  impl_->sock = open_dealer(impl_->ctx, endpoint_, impl_->routing_id, impl_->server_key);
 }
 
 Client::~Client() {
   // Hand back what we hold without waiting for the answer: a dead worker must not make a
-  // destructor block for the whole timeout. If it is lost, the lease timeout reclaims it.
+  // destructor block for the whole timeout. If it is lost, the worker frees the leases once it
+  // finds this client gone. Tensors still alive keep their bytes as private copies.
   try {
     Request req;
     req.op = Op::kRelease;
     {
       std::lock_guard lock(impl_->pending->mu);
       req.leases.swap(impl_->pending->ids);
+      auto& live = impl_->pending->live;
+      for (auto it = live.begin(); it != live.end();) {
+        if (!it->second.reader->detach(it->second.offset, it->second.bytes)) {
+          ++it;
+          continue;
+        }
+        req.leases.push_back(it->first);
+        it = live.erase(it);
+      }
     }
-    if (req.leases.empty()) return;
+    if (req.leases.empty() || !impl_->sock) return;
     req.id = impl_->next_id++;
     const std::string bytes = protocol::encode_request(req);
     impl_->sock.set(zmq::sockopt::linger, 200);
@@ -184,6 +211,7 @@ std::vector<protocol::Reply> Client::call_all(std::vector<Request>& reqs,
 }
 
 void Client::send(Request& req, std::optional<std::span<const float>> state) {
+  if (!impl_->sock) connect();  // after a timeout dropped the last one
   req.id = impl_->next_id++;
   // A ring whose worker has exited belongs to a worker that was restarted under us: stop asking
   // for shm tensors until a hello maps the new one.
@@ -231,9 +259,9 @@ void Client::receive(std::span<const uint64_t> ids,
     zmq::pollitem_t item{impl_->sock.handle(), 0, ZMQ_POLLIN, 0};
     zmq::poll(&item, 1, std::max(left, std::chrono::milliseconds(0)));
     if (!(item.revents & ZMQ_POLLIN)) {
-      // The worker is gone or stuck. Start over on a fresh socket so the next call reaches a
-      // restarted worker without stale requests queued ahead of it.
-      impl_->reset();
+      // The worker is gone or stuck. Start over on a fresh socket (at the next call) so that it
+      // reaches a restarted worker without stale requests queued ahead of it.
+      impl_->disconnect();
       if (dead_first) {
         throw TimeoutError("no reply and no heartbeat from " + endpoint_ + " for " +
                            std::to_string(liveness.count()) + " ms: the worker is gone");
@@ -284,6 +312,7 @@ Tensor Client::to_tensor(const Value& v) {
     if (!impl_->reader) throw std::runtime_error("worker sent a shm tensor to an unmapped client");
     std::span<const float> f;
     try {
+      impl_->reader->check_intact();
       f = protocol::tensor_floats(d, &impl_->reader->view());
     } catch (const protocol::ProtocolError& e) {
       // Not in our mapping: maybe a new worker with a new ring. Say hello again next time, and
@@ -295,7 +324,7 @@ Tensor Client::to_tensor(const Value& v) {
     }
     t.ptr_ = f.data();
     t.count_ = f.size();
-    t.lease_ = std::make_shared<LeaseHandle>(d.shm->lease, impl_->reader, impl_->pending);
+    t.lease_ = std::make_shared<LeaseHandle>(*d.shm, impl_->reader, impl_->pending);
   } else {
     const std::span<const float> f = protocol::tensor_floats(d, nullptr);  // checks the count
     t.owned_.resize(f.size());
@@ -504,7 +533,7 @@ void Client::flush_releases() {
   try {
     call(req);
   } catch (const WorkerError&) {
-    // Leases that already timed out: nothing left to release.
+    // Not ours any more (a restarted worker, a replaced ring): nothing left to release.
   }
 }
 

@@ -3,7 +3,8 @@
 // Client (not thread-safe; use one per thread). Result tensors come through the worker's
 // shared-memory ring when the client could map it: a Tensor then views the ring in place and
 // holds the lease, which is released (piggy-backed on the next request) when the last copy of
-// the Tensor is destroyed. Depends on protocol/ only.
+// the Tensor is destroyed: its bytes stay as they are for as long as it lives. A Tensor that
+// outlives its Client becomes a private copy of what it shows. Depends on protocol/ only.
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -36,6 +37,15 @@ class WorkerError : public std::runtime_error {
 // restarted one included) without reconnecting by hand, and keeps its sessions and leases if it is
 // the same worker.
 class TimeoutError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// No worker to talk to: no socket file at an ipc endpoint, or no answer to the first hello on a
+// connection within a second (3 s where a process accepted the connection: connect.h). The message
+// names the endpoint and how to start a worker. An endpoint another user could have set up throws
+// protocol::UnsafePathError instead.
+class NoWorkerError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
@@ -93,10 +103,13 @@ struct Chunk {
 
 class Client {
  public:
-  // endpoint "" = protocol::default_endpoint(); use_shm=false forces inline tensors.
+  // endpoint "" = protocol::default_endpoint(); use_shm=false forces inline tensors. Connects
+  // and says hello at once: NoWorkerError within about a second when nobody answers.
+  // server_key: the worker's CURVE public key for tcp ("" = $RWKVD_SERVER_KEY or the user's
+  // own worker's, protocol/curve_keys.h).
   explicit Client(std::string endpoint = "",
-                  std::chrono::milliseconds timeout = std::chrono::seconds(60),
-                  bool use_shm = true);
+                  std::chrono::milliseconds timeout = std::chrono::seconds(60), bool use_shm = true,
+                  std::string server_key = "");
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -169,6 +182,8 @@ class Client {
   protocol::Reply call_with_state(protocol::Request& req,
                                   std::optional<std::span<const float>> state,
                                   const std::function<void(const protocol::Reply&)>& on_more = {});
+  // A fresh socket to a worker that answered a hello (connect.h), or NoWorkerError.
+  void connect();
   void receive(std::span<const uint64_t> ids,
                const std::function<void(size_t, protocol::Reply)>& on_reply);
   protocol::Request generate_request(const protocol::Input& prompt, const GenerateOptions& options,

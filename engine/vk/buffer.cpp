@@ -11,21 +11,10 @@
 namespace rwkvd::engine::vk {
 namespace {
 
-// $name as an on/off switch: "0" off, any other value on, unset `fallback`.
-bool env_switch(const char* name, bool fallback) {
-  const char* v = std::getenv(name);
-  return v == nullptr || *v == '\0' ? fallback : v[0] != '0';
-}
-
-// $RWKVD_VK_ALLOC_TRACE=1: a stderr line per buffer made (its size, kind and time: where a
-// load's set-up goes, the driver's part of it).
+// RWKVD_VK_TRACE=alloc: a stderr line per buffer made (its size, kind and time: where a load's
+// set-up goes, the driver's part of it).
 bool trace_allocations() {
-  static const bool on = env_switch("RWKVD_VK_ALLOC_TRACE", false);
-  return on;
-}
-
-bool dedicated_allocations() {
-  static const bool on = env_switch("RWKVD_VK_DEDICATED", true);
+  static const bool on = traces("alloc");
   return on;
 }
 
@@ -82,11 +71,12 @@ Buffer::Buffer(Device& dev, VkDeviceSize size, MemKind kind, bool upload_target)
   }
   // Each buffer has an allocation of its own, and says so (Vulkan 1.1's dedicated allocation):
   // NVIDIA's driver then makes 1 GiB of device memory in ~0.8 ms instead of ~19
-  // (vk_alloc_bench, H200), most of what a load's "usable" time was. $RWKVD_VK_DEDICATED=0: not.
+  // (vk_alloc_bench, H200), most of what a load's "usable" time was
+  // (Tuning::dedicated_allocations).
   VkMemoryDedicatedAllocateInfo dedicated{VK_STRUCTURE_TYPE_MEMORY_DEDICATED_ALLOCATE_INFO};
   dedicated.buffer = buf_;
   VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
-  mai.pNext = dedicated_allocations() ? &dedicated : nullptr;
+  mai.pNext = dev.tuning().dedicated_allocations ? &dedicated : nullptr;
   mai.allocationSize = req.size;
   mai.memoryTypeIndex = type;
   const VkResult r = vkAllocateMemory(dev_, &mai, nullptr, &mem_);

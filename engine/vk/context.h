@@ -12,7 +12,8 @@ namespace rwkvd::engine {
 
 class VkContext {
  public:
-  VkContext();  // makes the device, then reads the pipeline cache
+  // Makes the device (its tuning changed by `patch`), then reads the pipeline cache.
+  explicit VkContext(const vk::TuningPatch& patch = {});
   VkContext(const VkContext&) = delete;
   VkContext& operator=(const VkContext&) = delete;
 

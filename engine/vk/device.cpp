@@ -127,7 +127,132 @@ bool has_coopmat_f16(VkInstance instance, VkPhysicalDevice d) {
   });
 }
 
+// The feature structures of vkCreateDevice's chain (members: their addresses stay put) and the
+// extensions enabled; optional features join the chain after e12.
+struct EnabledFeatures {
+  VkPhysicalDeviceFeatures2 e2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  VkPhysicalDeviceVulkan11Features e11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  VkPhysicalDeviceVulkan12Features e12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR idp{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pe{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+  std::vector<const char*> exts;
+  template <class S>
+  void chain(S& s, const char* extension) {
+    s.pNext = e12.pNext;
+    e12.pNext = &s;
+    exts.push_back(extension);
+  }
+};
+
+// Fills `s` (pNext null) from the device's features.
+template <class S>
+void query(VkPhysicalDevice d, S& s) {
+  VkPhysicalDeviceFeatures2 q2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  q2.pNext = &s;
+  vkGetPhysicalDeviceFeatures2(d, &q2);
+  s.pNext = nullptr;
+}
+
+// The required features (throws without them) and the core optional ones, enabled in `en`; the
+// device's subgroup properties.
+DeviceFeatures core_features(VkPhysicalDevice d, EnabledFeatures& en) {
+  VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  f11.pNext = &f12;
+  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  f2.pNext = &f11;
+  vkGetPhysicalDeviceFeatures2(d, &f2);
+  if (!f12.timelineSemaphore) throw EngineError("vulkan: timeline semaphores are required");
+  if (!f2.features.shaderStorageBufferArrayDynamicIndexing) {
+    throw EngineError("vulkan: shaderStorageBufferArrayDynamicIndexing is required");
+  }
+  DeviceFeatures f;
+  en.e11.pNext = &en.e12;
+  en.e2.pNext = &en.e11;
+  en.e2.features.shaderStorageBufferArrayDynamicIndexing = VK_TRUE;
+  en.e2.features.shaderInt16 = f2.features.shaderInt16;
+  en.e12.timelineSemaphore = VK_TRUE;
+  en.e12.shaderFloat16 = f.float16 = f12.shaderFloat16;
+  en.e12.storageBuffer8BitAccess = f.storage8 = f12.storageBuffer8BitAccess;
+  en.e12.shaderInt8 = f12.shaderInt8;
+  en.e11.storageBuffer16BitAccess = f.storage16 = f11.storageBuffer16BitAccess;
+  VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  p2.pNext = &sg;
+  vkGetPhysicalDeviceProperties2(d, &p2);
+  f.subgroup_size = sg.subgroupSize;
+  f.subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                     (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
+                     sg.subgroupSize >= 4;
+  f.subgroup_shuffle =
+      f.subgroup_arith && (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
+  f.coopmat = f.int_dot = true;  // wanted: allowed_features() and the enable_*() decide
+  return f;
+}
+
+// Tensor cores for prefill, where the driver offers the shape mc.comp uses.
+void enable_coopmat(VkInstance instance, VkPhysicalDevice d, EnabledFeatures& en,
+                    DeviceFeatures& f) {
+  const bool wanted = f.coopmat;
+  f.coopmat = false;
+  if (!wanted || !f.float16 || !f.subgroup_arith || f.subgroup_size != 32 ||
+      !has_device_extension(d, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) {
+    return;
+  }
+  query(d, en.cm);
+  en.cm.cooperativeMatrixRobustBufferAccess = VK_FALSE;
+  if (!en.cm.cooperativeMatrix || !has_coopmat_f16(instance, d)) return;
+  f.coopmat = true;
+  en.chain(en.cm, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+}
+
+// Integer dot products for the int8-input decode product.
+void enable_int_dot(VkPhysicalDevice d, EnabledFeatures& en, DeviceFeatures& f) {
+  const bool wanted = f.int_dot;
+  f.int_dot = f.int_dot_fast = false;
+  if (!wanted || !has_device_extension(d, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) return;
+  query(d, en.idp);
+  if (!en.idp.shaderIntegerDotProduct) return;
+  VkPhysicalDeviceShaderIntegerDotProductPropertiesKHR ip{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES_KHR};
+  VkPhysicalDeviceProperties2 pp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  pp.pNext = &ip;
+  vkGetPhysicalDeviceProperties2(d, &pp);
+  f.int_dot = true;
+  f.int_dot_fast = ip.integerDotProduct4x8BitPackedSignedAccelerated == VK_TRUE;
+  en.chain(en.idp, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+}
+
+// The driver's statistics of each pipeline (kernel tuning: registers, spills).
+void enable_pipeline_stats(VkPhysicalDevice d, EnabledFeatures& en, DeviceFeatures& f) {
+  if (!traces("pipelines") ||
+      !has_device_extension(d, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+    return;
+  }
+  query(d, en.pe);
+  if (!en.pe.pipelineExecutableInfo) return;
+  f.pipeline_stats = true;
+  en.chain(en.pe, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+}
+
 }  // namespace
+
+bool traces(std::string_view what) {
+  const char* v = std::getenv("RWKVD_VK_TRACE");
+  if (v == nullptr) return false;
+  std::string_view list(v);
+  while (!list.empty()) {
+    const size_t comma = list.find(',');
+    if (list.substr(0, comma) == what) return true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  return false;
+}
 
 uint64_t Device::validation_errors() {
   return g_validation_errors.load();
@@ -136,12 +261,27 @@ bool Device::validation_enabled() {
   return g_validation_enabled.load();
 }
 
-Device::Device() {
+Device::Device(const TuningPatch& patch) {
+  create_instance(env_is("RWKVD_VK_VALIDATION", "1"));
+  try {
+    phys_ = choose_device(instance_);
+    vkGetPhysicalDeviceProperties(phys_, &props_);
+    vkGetPhysicalDeviceMemoryProperties(phys_, &mem_props_);
+    tuning_ =
+        choose_tuning(device_class(props_.vendorID, props_.deviceType, props_.deviceName), patch);
+    choose_queue_families();
+    create_device();
+  } catch (...) {
+    destroy_instance();
+    throw;
+  }
+}
+
+void Device::create_instance(bool validate) {
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
   app.pApplicationName = "rwkvd";
   app.apiVersion = VK_API_VERSION_1_2;
   std::vector<const char*> layers, exts;
-  const bool validate = env_is("RWKVD_VK_VALIDATION", "1");
   if (validate) {
     if (!has_layer("VK_LAYER_KHRONOS_validation")) {
       throw EngineError("vulkan: RWKVD_VK_VALIDATION=1 but VK_LAYER_KHRONOS_validation is absent");
@@ -156,179 +296,91 @@ Device::Device() {
   ici.enabledExtensionCount = static_cast<uint32_t>(exts.size());
   ici.ppEnabledExtensionNames = exts.data();
   RWKVD_VK(vkCreateInstance(&ici, nullptr, &instance_));
-  try {
-    if (validate) {
-      VkDebugUtilsMessengerCreateInfoEXT mci{
-          VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
-      mci.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT |
-                            VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT;
-      mci.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
-                        VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
-                        VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
-      mci.pfnUserCallback = on_debug_message;
-      auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
-          vkGetInstanceProcAddr(instance_, "vkCreateDebugUtilsMessengerEXT"));
-      if (create == nullptr) throw EngineError("vulkan: vkCreateDebugUtilsMessengerEXT missing");
-      RWKVD_VK(create(instance_, &mci, nullptr, &messenger_));
-      g_validation_enabled = true;
-    }
-    phys_ = choose_device(instance_);
-    vkGetPhysicalDeviceProperties(phys_, &props_);
-    vkGetPhysicalDeviceMemoryProperties(phys_, &mem_props_);
-    // Polling a fence costs a host core while the GPU works; on a CPU device (lavapipe) that core
-    // is one the "GPU" needs, so it blocks there.
-    fence_spin_us_ = props_.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0 : 20000;
-    if (const char* v = std::getenv("RWKVD_VK_FENCE_SPIN_US"); v != nullptr && *v != '\0') {
-      fence_spin_us_ = std::strtoull(v, nullptr, 10);
-    }
-
-    // A compute queue; prefer a family without graphics (often the less contended one).
-    uint32_t nf = 0;
-    vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nf, nullptr);
-    std::vector<VkQueueFamilyProperties> fams(nf);
-    vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nf, fams.data());
-    int best = -1;
-    for (uint32_t i = 0; i < nf; ++i) {
-      if (!(fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
-      if (best < 0 || (!(fams[i].queueFlags & VK_QUEUE_GRAPHICS_BIT) &&
-                       (fams[best].queueFlags & VK_QUEUE_GRAPHICS_BIT))) {
-        best = static_cast<int>(i);
-      }
-    }
-    if (best < 0) throw EngineError("vulkan: device has no compute queue");
-    family_ = static_cast<uint32_t>(best);
-    // A transfer-only family (a copy engine) for the weight upload, so that its copies do not
-    // queue behind (or in front of) the forward's dispatches.
-    transfer_family_ = family_;
-    if (!env_is("RWKVD_VK_TRANSFER_QUEUE", "0")) {
-      for (uint32_t i = 0; i < nf; ++i) {
-        const VkQueueFlags f = fams[i].queueFlags;
-        if ((f & VK_QUEUE_TRANSFER_BIT) && !(f & (VK_QUEUE_COMPUTE_BIT | VK_QUEUE_GRAPHICS_BIT))) {
-          transfer_family_ = i;
-          break;
-        }
-      }
-    }
-
-    // Query optional features and enable those present.
-    VkPhysicalDeviceVulkan11Features f11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
-    VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
-    f11.pNext = &f12;
-    VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-    f2.pNext = &f11;
-    vkGetPhysicalDeviceFeatures2(phys_, &f2);
-    if (!f12.timelineSemaphore) throw EngineError("vulkan: timeline semaphores are required");
-    if (!f2.features.shaderStorageBufferArrayDynamicIndexing) {
-      throw EngineError("vulkan: shaderStorageBufferArrayDynamicIndexing is required");
-    }
-    VkPhysicalDeviceVulkan11Features e11{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES};
-    VkPhysicalDeviceVulkan12Features e12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
-    e11.pNext = &e12;
-    VkPhysicalDeviceFeatures2 e2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-    e2.pNext = &e11;
-    e2.features.shaderStorageBufferArrayDynamicIndexing = VK_TRUE;
-    e2.features.shaderInt16 = f2.features.shaderInt16;
-    e12.timelineSemaphore = VK_TRUE;
-    e12.shaderFloat16 = features_.float16 = f12.shaderFloat16;
-    e12.storageBuffer8BitAccess = features_.storage8 = f12.storageBuffer8BitAccess;
-    e12.shaderInt8 = f12.shaderInt8;
-    e11.storageBuffer16BitAccess = features_.storage16 = f11.storageBuffer16BitAccess;
-
-    VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-    VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
-    p2.pNext = &sg;
-    vkGetPhysicalDeviceProperties2(phys_, &p2);
-    features_.subgroup_size = sg.subgroupSize;
-    features_.subgroup_arith = (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
-                               (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
-                               sg.subgroupSize >= 4 && !env_is("RWKVD_VK_NO_SUBGROUP", "1");
-    features_.subgroup_shuffle =
-        features_.subgroup_arith && (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
-
-    // Tensor cores for prefill, where the driver offers the shape mc.comp uses.
-    VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{
-        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
-    std::vector<const char*> dev_exts;
-    if (features_.float16 && features_.subgroup_arith && features_.subgroup_size == 32 &&
-        !env_is("RWKVD_VK_COOPMAT", "0") &&
-        has_device_extension(phys_, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) {
-      VkPhysicalDeviceFeatures2 q2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-      q2.pNext = &cm;
-      vkGetPhysicalDeviceFeatures2(phys_, &q2);
-      cm.pNext = nullptr;
-      cm.cooperativeMatrixRobustBufferAccess = VK_FALSE;
-      if (cm.cooperativeMatrix && has_coopmat_f16(instance_, phys_)) {
-        features_.coopmat = true;
-        dev_exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
-        e12.pNext = &cm;
-      }
-    }
-
-    // Integer dot products for the int8-input decode product.
-    VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR idp{
-        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
-    if (!env_is("RWKVD_VK_INT_DOT", "0") &&
-        has_device_extension(phys_, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) {
-      VkPhysicalDeviceFeatures2 q2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-      q2.pNext = &idp;
-      vkGetPhysicalDeviceFeatures2(phys_, &q2);
-      if (idp.shaderIntegerDotProduct) {
-        VkPhysicalDeviceShaderIntegerDotProductPropertiesKHR ip{
-            VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES_KHR};
-        VkPhysicalDeviceProperties2 pp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
-        pp.pNext = &ip;
-        vkGetPhysicalDeviceProperties2(phys_, &pp);
-        features_.int_dot = true;
-        features_.int_dot_fast = ip.integerDotProduct4x8BitPackedSignedAccelerated == VK_TRUE;
-        dev_exts.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
-        idp.pNext = e12.pNext;
-        e12.pNext = &idp;
-      }
-    }
-
-    // The driver's statistics of each pipeline (kernel tuning: registers, spills).
-    VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pe{
-        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
-    if (env_is("RWKVD_VK_PIPELINE_STATS", "1") &&
-        has_device_extension(phys_, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
-      VkPhysicalDeviceFeatures2 q2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-      q2.pNext = &pe;
-      vkGetPhysicalDeviceFeatures2(phys_, &q2);
-      if (pe.pipelineExecutableInfo) {
-        features_.pipeline_stats = true;
-        dev_exts.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
-        pe.pNext = e12.pNext;
-        e12.pNext = &pe;
-      }
-    }
-
-    const float prio = 1.0f;
-    VkDeviceQueueCreateInfo qci[2]{{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO},
-                                   {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO}};
-    for (VkDeviceQueueCreateInfo& q : qci) {
-      q.queueCount = 1;
-      q.pQueuePriorities = &prio;
-    }
-    qci[0].queueFamilyIndex = family_;
-    qci[1].queueFamilyIndex = transfer_family_;
-    VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
-    dci.pNext = &e2;
-    dci.queueCreateInfoCount = transfer_family_ != family_ ? 2 : 1;
-    dci.pQueueCreateInfos = qci;
-    dci.enabledExtensionCount = static_cast<uint32_t>(dev_exts.size());
-    dci.ppEnabledExtensionNames = dev_exts.data();
-    RWKVD_VK(vkCreateDevice(phys_, &dci, nullptr, &dev_));
-    vkGetDeviceQueue(dev_, family_, 0, &queue_);
-    vkGetDeviceQueue(dev_, transfer_family_, 0, &transfer_queue_);
-  } catch (...) {
-    if (messenger_ != VK_NULL_HANDLE) {
-      auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
-          vkGetInstanceProcAddr(instance_, "vkDestroyDebugUtilsMessengerEXT"));
-      destroy(instance_, messenger_, nullptr);
-    }
-    vkDestroyInstance(instance_, nullptr);
-    throw;
+  if (!validate) return;
+  VkDebugUtilsMessengerCreateInfoEXT mci{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+  mci.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT |
+                        VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT;
+  mci.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                    VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                    VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+  mci.pfnUserCallback = on_debug_message;
+  auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+      vkGetInstanceProcAddr(instance_, "vkCreateDebugUtilsMessengerEXT"));
+  const VkResult r = create == nullptr ? VK_ERROR_EXTENSION_NOT_PRESENT
+                                       : create(instance_, &mci, nullptr, &messenger_);
+  if (r != VK_SUCCESS) {
+    destroy_instance();
+    throw EngineError("vulkan: the validation messenger could not be made");
   }
+  g_validation_enabled = true;
+}
+
+void Device::destroy_instance() {
+  if (messenger_ != VK_NULL_HANDLE) {
+    auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(instance_, "vkDestroyDebugUtilsMessengerEXT"));
+    destroy(instance_, messenger_, nullptr);
+    messenger_ = VK_NULL_HANDLE;
+  }
+  vkDestroyInstance(instance_, nullptr);
+  instance_ = VK_NULL_HANDLE;
+}
+
+void Device::choose_queue_families() {
+  // A compute queue; prefer a family without graphics (often the less contended one).
+  uint32_t nf = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nf, nullptr);
+  std::vector<VkQueueFamilyProperties> fams(nf);
+  vkGetPhysicalDeviceQueueFamilyProperties(phys_, &nf, fams.data());
+  int best = -1;
+  for (uint32_t i = 0; i < nf; ++i) {
+    if (!(fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
+    if (best < 0 || (!(fams[i].queueFlags & VK_QUEUE_GRAPHICS_BIT) &&
+                     (fams[best].queueFlags & VK_QUEUE_GRAPHICS_BIT))) {
+      best = static_cast<int>(i);
+    }
+  }
+  if (best < 0) throw EngineError("vulkan: device has no compute queue");
+  family_ = static_cast<uint32_t>(best);
+  // A transfer-only family (a copy engine) for the weight upload, so that its copies do not
+  // queue behind (or in front of) the forward's dispatches.
+  transfer_family_ = family_;
+  if (!tuning_.transfer_queue) return;
+  for (uint32_t i = 0; i < nf; ++i) {
+    const VkQueueFlags f = fams[i].queueFlags;
+    if ((f & VK_QUEUE_TRANSFER_BIT) && !(f & (VK_QUEUE_COMPUTE_BIT | VK_QUEUE_GRAPHICS_BIT))) {
+      transfer_family_ = i;
+      return;
+    }
+  }
+}
+
+void Device::create_device() {
+  EnabledFeatures en;
+  DeviceFeatures f = core_features(phys_, en);
+  f = allowed_features(f, tuning_);
+  enable_coopmat(instance_, phys_, en, f);
+  enable_int_dot(phys_, en, f);
+  enable_pipeline_stats(phys_, en, f);
+  profile_ = make_device_profile(props_, f);
+  const float prio = 1.0f;
+  VkDeviceQueueCreateInfo qci[2]{{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO},
+                                 {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO}};
+  for (VkDeviceQueueCreateInfo& q : qci) {
+    q.queueCount = 1;
+    q.pQueuePriorities = &prio;
+  }
+  qci[0].queueFamilyIndex = family_;
+  qci[1].queueFamilyIndex = transfer_family_;
+  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  dci.pNext = &en.e2;
+  dci.queueCreateInfoCount = transfer_family_ != family_ ? 2 : 1;
+  dci.pQueueCreateInfos = qci;
+  dci.enabledExtensionCount = static_cast<uint32_t>(en.exts.size());
+  dci.ppEnabledExtensionNames = en.exts.data();
+  RWKVD_VK(vkCreateDevice(phys_, &dci, nullptr, &dev_));
+  vkGetDeviceQueue(dev_, family_, 0, &queue_);
+  vkGetDeviceQueue(dev_, transfer_family_, 0, &transfer_queue_);
 }
 
 Device::~Device() {
@@ -336,12 +388,7 @@ Device::~Device() {
     vkDeviceWaitIdle(dev_);
     vkDestroyDevice(dev_, nullptr);
   }
-  if (messenger_ != VK_NULL_HANDLE) {
-    auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
-        vkGetInstanceProcAddr(instance_, "vkDestroyDebugUtilsMessengerEXT"));
-    destroy(instance_, messenger_, nullptr);
-  }
-  vkDestroyInstance(instance_, nullptr);
+  destroy_instance();
 }
 
 uint32_t Device::memory_type(uint32_t type_bits, VkMemoryPropertyFlags required,

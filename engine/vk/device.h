@@ -10,35 +10,25 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
+
+#include "engine/vk/device_profile.h"
+#include "engine/vk/tuning.h"
 
 namespace rwkvd::engine::vk {
 
-struct DeviceFeatures {
-  bool float16 = false;           // shaderFloat16
-  bool storage16 = false;         // storageBuffer16BitAccess
-  bool storage8 = false;          // storageBuffer8BitAccess
-  bool subgroup_arith = false;    // compute-stage subgroup add (the _sg matmul variant)
-  bool subgroup_shuffle = false;  // and shuffles (wkv_sg)
-  uint32_t subgroup_size = 0;
-  // VK_NV_cooperative_matrix with 16x16x16 fp16 x fp16 -> fp32 subgroup matrices and 32-wide
-  // subgroups: the tensor-core prefill product (mc.comp). $RWKVD_VK_COOPMAT=0 turns it off.
-  bool coopmat = false;
-  // VK_KHR_shader_integer_dot_product: OpSDot on four packed bytes (mvq.comp's int8 inputs).
-  // int_dot_fast: the driver says the 4x8-bit packed signed form is accelerated (lavapipe
-  // offers the feature but emulates it). $RWKVD_VK_INT_DOT=0 turns it off.
-  bool int_dot = false;
-  bool int_dot_fast = false;
-  // VK_KHR_pipeline_executable_properties, enabled only with $RWKVD_VK_PIPELINE_STATS=1: every
-  // pipeline created prints the driver's statistics for it (registers, spills, ...) to stderr.
-  bool pipeline_stats = false;
-};
+// Whether RWKVD_VK_TRACE (a comma-separated list) names `what`: "alloc" (a stderr line per buffer
+// made: its size, memory kind and the driver's time) or "pipelines" (the driver's statistics of
+// every pipeline made, and a line for each made after loading).
+bool traces(std::string_view what);
 
 class Device {
  public:
   // Picks the device named by $RWKVD_DEVICE (index, or a substring of the name), else the first
-  // discrete GPU, else the first integrated, else any. Throws EngineError when none exists.
-  // $RWKVD_VK_NO_SUBGROUP=1 disables the subgroup kernels (to test the portable fallback).
-  Device();
+  // discrete GPU, else the first integrated, else any. Throws EngineError when none exists, or
+  // when the tuning override is bad. Its tuning: the table of its class, the environment's
+  // switches and $RWKVD_VK_TUNING, then `patch` (choose_tuning()).
+  explicit Device(const TuningPatch& patch = {});
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -50,21 +40,22 @@ class Device {
   uint32_t queue_family() const { return family_; }
   const VkPhysicalDeviceProperties& props() const { return props_; }
   const VkPhysicalDeviceMemoryProperties& mem_props() const { return mem_props_; }
-  const DeviceFeatures& features() const { return features_; }
+  const DeviceFeatures& features() const { return profile_.features; }
+  const DeviceProfile& profile() const { return profile_; }
+  const Tuning& tuning() const { return tuning_; }
   std::string name() const { return props_.deviceName; }
   // Hold this to submit to queue() (the forward, state transfers, and the uploader when there is
   // no dedicated transfer queue).
   std::mutex& queue_mutex() { return queue_mu_; }
   // The weight upload's queue: a transfer-only family's queue, or queue() itself when the device
-  // has none or $RWKVD_VK_TRANSFER_QUEUE=0; its mutex is then queue_mutex().
+  // has none or Tuning::transfer_queue is off; its mutex is then queue_mutex().
   bool dedicated_transfer() const { return transfer_queue_ != queue_; }
   VkQueue transfer_queue() const { return transfer_queue_; }
   uint32_t transfer_family() const { return transfer_family_; }
   std::mutex& transfer_mutex() { return dedicated_transfer() ? transfer_mu_ : queue_mu_; }
 
-  // How long a host wait for this device's work polls its fence before blocking (wait_fence):
-  // 20 ms on GPUs, 0 on CPU devices; $RWKVD_VK_FENCE_SPIN_US overrides.
-  uint64_t fence_spin_us() const { return fence_spin_us_; }
+  // How long a host wait for this device's work polls its fence before blocking (wait_fence).
+  uint64_t fence_spin_us() const { return tuning_.fence_spin_us; }
 
   // Validation errors reported since the device was created (0 when validation is off).
   static uint64_t validation_errors();
@@ -75,6 +66,10 @@ class Device {
                        VkMemoryPropertyFlags preferred = 0) const;
 
  private:
+  void create_instance(bool validate);
+  void choose_queue_families();
+  void create_device();  // with every optional feature the device offers and the tuning allows
+  void destroy_instance();
   VkInstance instance_ = VK_NULL_HANDLE;
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
   VkPhysicalDevice phys_ = VK_NULL_HANDLE;
@@ -86,8 +81,8 @@ class Device {
   std::mutex transfer_mu_;
   VkPhysicalDeviceProperties props_{};
   VkPhysicalDeviceMemoryProperties mem_props_{};
-  DeviceFeatures features_;
-  uint64_t fence_spin_us_ = 0;
+  Tuning tuning_;
+  DeviceProfile profile_;
   std::mutex queue_mu_;
 };
 

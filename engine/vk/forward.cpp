@@ -13,14 +13,6 @@
 namespace rwkvd::engine::vk {
 namespace {
 
-// Most tokens per forward for which wkv does the LoRA up products itself (decode and small
-// batches; longer chunks run them as one product, which is faster there), and most sequences:
-// each (head, sequence) workgroup reads its head's LoRA up weights, so many sequences read them
-// many times over (H100, 2.9B Q4_K_M, fused / own products alternating in one call: gen-1 378 /
-// 357 tok/s, field analysis of 6 sequences 70 / 73 ms, gen-8 967 / 969, gen-32 1372 / 1398 and
-// 1346 / 1423).
-constexpr uint32_t kFusedLoraMaxT = 32, kFusedLoraMaxB = 8;
-
 // Layer 0 has no value residual (it writes v_first): its v1 and v2 are placeholders that the
 // forward leaves out.
 bool has_value_residual(size_t layer) {
@@ -117,7 +109,7 @@ ForwardBuffers ForwardBuffers::make(Device& dev, const Rwkv7Hparams& hp, uint32_
   // Every row kernel and wkv reads the batch description, some through two dependent loads:
   // from host memory each such load crosses PCIe, microseconds per dispatch.
   const MemKind meta_kind =
-      std::getenv("RWKVD_VK_META_HOST") != nullptr ? MemKind::kUpload : MemKind::kDeviceMapped;
+      dev.tuning().meta_device_local ? MemKind::kDeviceMapped : MemKind::kUpload;
   b.meta = Buffer(
       dev,
       (4 * VkDeviceSize{Tc} + 4 * seq_cap + Tc + 2 * hp.n_layer * Forward::kShiftRecordWords) * 4,
@@ -486,7 +478,7 @@ void Forward::record_half(VkCommandBuffer cb, const std::vector<MmGroup>& groups
   if (regions.empty()) return;
   kernels_.to_half(cb, base_set_, T, regions);
   profiler_.stamp(cb, prof, "h16");
-  Kernels::compute_barrier(cb);
+  kernels_.compute_barrier(cb);
 }
 
 uint32_t Forward::lerp_mask(const std::vector<MmGroup>& groups, uint32_t T, InputForm form) const {
@@ -588,16 +580,16 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
     kernels_.out_ln(cb, base_set_, o);
     profiler_.stamp(cb, prof, "out_ln");
     if (s.n_logit > 0) {
-      Kernels::compute_barrier(cb);
+      kernels_.compute_barrier(cb);
       if (head_q8 && !ln_q8) {
         kernels_.quantize_q8(cb, base_set_, D, s.n_logit, a_.embd, a_.q_embd);
         profiler_.stamp(cb, prof, "q8 head");
-        Kernels::compute_barrier(cb);
+        kernels_.compute_barrier(cb);
       }
       record_half(cb, head, s.n_logit, prof);
       record_mm(cb, head, s.n_logit, prof);
       if (s.argmax) {
-        Kernels::compute_barrier(cb);
+        kernels_.compute_barrier(cb);
         kernels_.argmax(cb, base_set_, hp_.n_vocab, s.n_logit, a_.logits, a_.argmax);
         profiler_.stamp(cb, prof, "argmax");
       }
@@ -640,18 +632,21 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
   } else {
     kernels_.shift(cb, base_set_, tm, s.T);
     profiler_.stamp(cb, prof, "shift att");
-    Kernels::compute_barrier(cb);
+    kernels_.compute_barrier(cb);
     if (tm.h16_mask == 0) record_half(cb, p.first, s.T, prof);
     record_mm(cb, p.first, s.T, prof);
   }
-  Kernels::compute_barrier(cb);
+  kernels_.compute_barrier(cb);
   // (One sequence with F16 LoRA up weights runs them as products: H100, 2.9B F16, products /
   // inside wkv, tok/s: gen-1 301.6, 300.3 / 285.8, 285.5; gen-8 1108, 1101 / 1139, 1174.)
-  const bool fuse_lora =
-      fuse_lora_ && s.T <= kFusedLoraMaxT && s.B <= kFusedLoraMaxB && (s.B > 1 || p.lora_half == 0);
+  // (Up to Tuning::fused_lora_max_t tokens and _b sequences: longer chunks run them as one
+  // product, which is faster there, and each sequence's workgroups read the weights again.)
+  const Tuning& tn = kernels_.tuning();
+  const bool fuse_lora = fuse_lora_ && s.T <= tn.fused_lora_max_t && s.B <= tn.fused_lora_max_b &&
+                         (s.B > 1 || p.lora_half == 0);
   if (!fuse_lora) {
     record_mm(cb, p.second, s.T, prof);
-    Kernels::compute_barrier(cb);
+    kernels_.compute_barrier(cb);
   }
   WkvArgs wk{D,
              a_.r,
@@ -696,17 +691,17 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
   }
   kernels_.wkv(cb, fuse_lora ? p.lora_set : base_set_, wk, hp_.n_head, N, s.B, s.T);
   profiler_.stamp(cb, prof, "wkv");
-  Kernels::compute_barrier(cb);
+  kernels_.compute_barrier(cb);
   if (!y_half) record_half(cb, p.out, s.T, prof);
   record_mm(cb, p.out, s.T, prof);
-  Kernels::compute_barrier(cb);
+  kernels_.compute_barrier(cb);
   const ShiftArgs cm = ffn_shift(l, s.T);
   // One token: the ffn key product runs the shift in front (its record in meta).
   const bool ffn_in_front = fuse_ffn_shift_ && s.T == 1;
   if (!ffn_in_front) {
     kernels_.shift(cb, base_set_, cm, s.T);
     profiler_.stamp(cb, prof, "shift ffn");
-    Kernels::compute_barrier(cb);
+    kernels_.compute_barrier(cb);
   }
   const bool fkey_h16 = cm.h16_mask != 0;
   if (!fkey_h16) record_half(cb, p.fkey, s.T, prof);
@@ -727,11 +722,11 @@ void Forward::record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s
   } else {
     record_mm(cb, p.fkey, s.T, prof);
   }
-  Kernels::compute_barrier(cb);
+  kernels_.compute_barrier(cb);
   if (reads_q8(p.fval, s.T) && !fkey_writes_q8(p, s.T)) {
     kernels_.quantize_q8(cb, base_set_, hp_.n_ffn, s.T, a_.fh, a_.q_fh);
     profiler_.stamp(cb, prof, "q8 ffn");
-    Kernels::compute_barrier(cb);
+    kernels_.compute_barrier(cb);
   }
   if (!fkey_h16_out) record_half(cb, p.fval, s.T, prof);
   record_mm(cb, p.fval, s.T, prof);

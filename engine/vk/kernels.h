@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "engine/ggml_type.h"
+#include "engine/vk/device_profile.h"
 #include "engine/vk/pipelines.h"
+#include "engine/vk/tuning.h"
 
 namespace rwkvd::engine::vk {
 
@@ -109,9 +111,20 @@ struct OutLnArgs {
   uint32_t q8_off = kNoQ8;
 };
 
+// One dispatch as Kernels recorded it: its pipeline and grid, or a barrier (empty key name).
+struct Dispatch {
+  Pipelines::Key key;
+  uint32_t x = 0, y = 0, z = 0;
+};
+
 class Kernels {
  public:
+  // The device's profile and tuning (Device::tuning()).
   Kernels(Device& dev, Pipelines& pipes);
+  // Another tuning; with pipes null, a plan-only Kernels: nothing is recorded on a command
+  // buffer (pass null handles), every dispatch and barrier goes to dispatch_log(), so which
+  // kernel a product takes on a device profile can be asked without a device.
+  Kernels(const DeviceProfile& profile, const Tuning& tuning, Pipelines* pipes);
 
   // Creates every pipeline the model's types need now, so that a forward never compiles;
   // lora_ranks: the LoRA ranks' sum where wkv will do the LoRA up products (0: it will not);
@@ -133,7 +146,7 @@ class Kernels {
   // Whether mm() can run the shift of one token in front of these products of `type`
   // (MmSlot::front): their inputs' int8 form (mvq.comp, also writing its output's where yq_off
   // says) or floats (mvf.comp), rows short enough; the shift's dispatch and barrier are saved.
-  // $RWKVD_VK_SHIFT_IN_FRONT=0 says no, for comparisons.
+  // Tuning::shift_in_front false says no, for comparisons.
   bool runs_shift_in_front(GgmlType type, std::span<const MmSlot> slots) const;
   // mvq.comp's split of K for rows of K inputs (pc.ksplit subgroups a row group): by the shape
   // alone, so that a token's sums run in the same order for any number of tokens.
@@ -165,7 +178,7 @@ class Kernels {
   void wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& a, uint32_t n_head,
            uint32_t head_size, uint32_t n_seq, uint32_t T);
   // Whether wkv() can take kWkvLora for LoRA ranks summing to lora_ranks (the subgroup
-  // kernel, ranks its phase L holds; $RWKVD_VK_FUSE_LORA=0 says no, for comparisons).
+  // kernel, ranks its phase L holds; Tuning::fuse_lora false says no, for comparisons).
   bool wkv_fuses_lora(uint32_t head_size, uint32_t lora_ranks) const;
   void out_ln(VkCommandBuffer cb, VkDescriptorSet set, const OutLnArgs& a);
   // Whether out_ln() can write the int8 form of rows of D (OutLnArgs::q8_off): its subgroup
@@ -190,8 +203,8 @@ class Kernels {
   // Makes every earlier shader/transfer write visible to every later shader/transfer access.
   static void barrier(VkCommandBuffer cb);
   // Between two dispatches: shader writes visible to later shaders, nothing else (a barrier
-  // that also names transfers costs more on some drivers).
-  static void compute_barrier(VkCommandBuffer cb);
+  // that also names transfers costs more on some drivers; Tuning::full_barriers takes that).
+  void compute_barrier(VkCommandBuffer cb);
 
   // Whether mm() runs T tokens of `type` with inputs of K on tensor cores (mc.comp, or mcd.comp
   // for a few tokens: fp16 operands, see tensor_core.glsl) rather than in fp32 or on int8
@@ -204,17 +217,24 @@ class Kernels {
   // tokens) where they have their inputs' fp16 form.
   bool few_on_coopmat(uint32_t T) const;
   // Whether a head of `rows` logit rows takes mcd.comp: few_on_coopmat, except that a Q6_K head
-  // of up to q6_head_int8_max_ rows stays on the int8 kernel, faster there with its device rows.
+  // of up to Tuning::q6_head_int8_max rows stays on the int8 kernel, faster there with its device
+  // rows.
   bool head_on_coopmat(GgmlType type, uint32_t rows) const;
 
   uint32_t dispatches() const { return dispatches_; }  // recorded so far (for reports/tests)
-  // The variants this device gets ("decode_matvec", "tensor_cores", "wkv_subgroup", ...); what
-  // also depends on the model (the LoRA fusion) is the forward's to add.
+  // A plan-only Kernels' dispatches and barriers so far, and forgetting them.
+  const std::vector<Dispatch>& dispatch_log() const { return log_; }
+  void clear_dispatch_log() { log_.clear(); }
+  const Tuning& tuning() const { return t_; }  // as fitted to the device
+  const DeviceProfile& profile() const { return prof_; }
+  // The variants this device gets ("tuning=nvidia-hopper": its class's table, "decode_matvec",
+  // "tensor_cores", "wkv_subgroup", ...); what also depends on the model (the LoRA fusion) is the
+  // forward's to add.
   std::vector<std::string> choices(uint32_t head_size) const;
 
  private:
   // wkv_sg.comp (shuffles, 4 invocations per state row) rather than the portable wkv.comp;
-  // $RWKVD_VK_WKV_PORTABLE forces the latter.
+  // Tuning::wkv_portable forces the latter.
   bool wkv_sg(uint32_t head_size) const;
   // wkv_sg's LoRA up phase for these ranks: invocations per channel (0: none fits), weight
   // vec4 per invocation, tokens staged at once.
@@ -244,7 +264,7 @@ class Kernels {
   // K: the longest row's inputs.
   Pipelines::Key mvf_key(GgmlType type, uint32_t max_n, uint64_t weights, uint32_t K) const;
   uint32_t few_rows_team(GgmlType type, uint32_t K) const;
-  // mvf.comp's words a lane in flight and rows a team: $RWKVD_VK_MVF_WORDS / _ROWS, else by_shape.
+  // mvf.comp's words a lane in flight and rows a team: Tuning::mvf_words / _rows, else by_shape.
   uint32_t mvf_words(uint32_t by_shape) const;
   uint32_t mvf_rows(uint32_t by_shape) const;
   // mvq.comp's for products of n rows (mvq_rows()); qout: the variant that also writes its
@@ -281,82 +301,36 @@ class Kernels {
                    uint32_t split) const;
   // The shader's _sg variant (subgroup reductions) where the device has subgroup arithmetic.
   std::string subgroup_variant(const std::string& shader) const;
-  void bind(VkCommandBuffer cb, VkDescriptorSet set, VkPipeline p, const void* pc, uint32_t size);
-  Device& dev_;
-  Pipelines& pipes_;
-  uint32_t wg_ = 64;        // workgroup size of the matmul
-  uint32_t row_wg_ = 256;   // workgroup size of the row kernels (embed, shift, out_ln)
-  bool row_slices_ = true;  // shift spreads a token's channels over D / row_wg_ workgroups
-  bool wkv_portable_ = false;
-  uint32_t wkv_lanes_ = 8;  // $RWKVD_VK_WKV_LANES: the fewest invocations per channel of phase L
-  uint32_t wkv_group_ = 4;  // $RWKVD_VK_WKV_GROUP: one-token sequences a workgroup takes
-  // $RWKVD_VK_WKV_SLICES: workgroups a (head, sequence) of a long chunk splits its state rows
-  // over (1: none; 0: wkv_slices() by the grid).
-  uint32_t wkv_slices_ = 0;
-  bool wkv_fuse_lora_ = true;  // $RWKVD_VK_FUSE_LORA=0: never wkv_fuses_lora() (comparisons)
-  bool shift_front_ = true;    // $RWKVD_VK_SHIFT_IN_FRONT=0: never runs_shift_in_front()
-  // The longest rows that take a shift in front: every workgroup of the product runs the shift
-  // of the whole row before its sums. H100, gen-1 tok/s, shifts apart / in front, alternating in
-  // one call, two rounds (docs/PERFORMANCE.md, session 21): 0.1B (768 inputs) both 1738-1752 /
-  // 1976-2002; 1.5B (2048) both 668, 669 / 702, 695, the ffn one alone 646, 660 / 663, 643; 2.9B
-  // (2560) both 403, 402 / 404, 389, the ffn one alone 413, 414 / 383, 381 (its 640 workgroups'
-  // shifts cost more than the dispatch and barrier saved), the att one alone 407, 411 / 409, 398.
-  // $RWKVD_VK_FFN_SHIFT_IN_FRONT_MAX_K and _ATT_ override them.
-  uint32_t ffn_front_most_k_ = 2048, att_front_most_k_ = 2048;
-  bool wkv_pipelined_ = true;  // $RWKVD_VK_WKV_PIPELINED=0: long chunks on wkv_sg.comp instead
-  // $RWKVD_VK_WKV_DIAG (a or b): wkv_long.comp's diagnostic build without phase A or B in its loop;
-  // l: wkv_sg.comp's with its LoRA up phase but not that phase's weight loads (timing only).
-  std::string wkv_diag_;
-  // $RWKVD_VK_MVQ_DIAG (a, c, d, e or q): mvq.comp's diagnostic builds (vk_kernel_bench only).
-  std::string mvq_diag_;
-  // From wkv_long_t_ tokens: invocations per channel and tokens per block of the long variant.
-  uint32_t wkv_long_t_ = 33, wkv_long_lanes_ = 16, wkv_long_block_ = 16;
+  // warm()'s parts: the pipelines of one weight type's products, then the rest.
+  void warm_tensor_cores(GgmlType t, GgmlType head, std::vector<Pipelines::Key>& keys) const;
+  void warm_matvec(GgmlType t, uint32_t n_embd, std::vector<Pipelines::Key>& keys) const;
+  void warm_rows_and_wkv(uint32_t n_embd, uint32_t head_size, uint32_t lora_ranks,
+                         std::vector<Pipelines::Key>& keys) const;
+  // mm()'s parts: its checks and push constants, then one per kernel it can take.
+  struct MmCall;
+  void mm_prepare(MmCall& c) const;
+  void mm_parts(MmCall& c, const Pipelines::Key& key, uint32_t split, uint32_t gx, uint32_t gy);
+  void mm_few_on_coopmat(MmCall& c, bool halves);
+  void mm_float_matvec(MmCall& c);
+  void mm_matvec(MmCall& c);
+  void mm_coopmat(MmCall& c);
+  void mm_tiled(MmCall& c);
+  // Binds the pipeline of `key` with its descriptor set and push constants, and dispatch()
+  // records its grid; without pipelines (a plan-only Kernels) both only log (dispatch_log()).
+  void bind(VkCommandBuffer cb, VkDescriptorSet set, const Pipelines::Key& key, const void* pc,
+            uint32_t size);
+  void dispatch(VkCommandBuffer cb, uint32_t x, uint32_t y, uint32_t z);
+  // Its normalisation to this device (kernels.cpp): values that depend on its limits and
+  // features.
+  void fit_tuning();
+  DeviceProfile prof_;
+  Tuning t_;
+  Pipelines* pipes_;
+  uint32_t wg_ = 64;       // workgroup size of the portable product (mm.comp)
+  uint32_t row_wg_ = 256;  // workgroup size of the row kernels (embed, shift, out_ln)
+  bool coopmat_ = false;   // the device has mc.comp's matrices, with shuffles for their inputs
   uint32_t dispatches_ = 0;
-  uint32_t max_row_groups_ = UINT32_MAX;  // most workgroups along the rows of a product
-  // The decode matvec (mv.comp): used for T <= mv_max_t_ when subgroups exist; its workgroup
-  // size, rows per subgroup and most tokens per workgroup ($RWKVD_VK_MV_MAX_T, _WG, _ROWS,
-  // _TT_MAX override them for tuning).
-  uint32_t mv_max_t_ = 0, mv_rows_ = 0;    // rows 0: mv_rows() decides
-  uint32_t mv_wg_one_ = 64, mv_wg_ = 128;  // workgroup size for one token / several (mv_wg())
-  uint32_t mvq_wg_ = 64;                   // mvq.comp's ($RWKVD_VK_MVQ_WG; default mv_wg_one_)
-  uint32_t mv_tt_max_ = 4;
-  // mvf.comp ($RWKVD_VK_MVF=0: mv.comp instead): workgroup and subgroups a team (0: mvf_key()
-  // picks by the shape; $RWKVD_VK_MVF_WG, _KS), 16-byte words a lane in flight and rows a team
-  // ($RWKVD_VK_MVF_WORDS, _ROWS; 0: mvf_words(), mvf_rows() by the shape).
-  bool mvf_ = false;
-  uint32_t mvf_wg_ = 0, mvf_words_ = 0, mvf_rows_ = 0, mvf_ks_ = 0;  // 0: by the shape
-  // mvq.comp's pieces in flight per lane ($RWKVD_VK_MVQ_PIECES).
-  uint32_t mvq_pieces_ = 2;
-  uint32_t mvq_ksplit_ = 0;  // $RWKVD_VK_MVQ_KSPLIT: 1 never splits; 0 mvq_ksplit()'s rule
-  // The tiled product (mt.comp) for T > mv_max_t_ and T >= mt_min_t_ ($RWKVD_VK_MT_MIN_T).
-  uint32_t mt_min_t_ = 9;
-  bool coopmat_ = false;     // the device has mc.comp's matrices (DeviceFeatures::coopmat)
-  bool half_inputs_ = true;  // $RWKVD_VK_HALF_INPUTS=0: mc.comp reads floats (comparison only)
-  bool f16_split_ = true;    // $RWKVD_VK_F16_SPLIT=0: F16 weights on mt.comp (comparison only)
-  // mc.comp takes 32-token tiles when 64-token ones would make fewer workgroups than this
-  // ($RWKVD_VK_MC_SMALL_GRID; 0 never, a huge value always).
-  uint32_t mc_small_grid_ = 256;
-  // mc.comp's rows per workgroup: $RWKVD_VK_MC_ROWS (64 or 128) forces one; 0: mc_rows() picks.
-  uint32_t mc_rows_ = 0;
-  // mc.comp's tokens per tile: $RWKVD_VK_MC_TOKENS (32 or 64) forces one; 0: by grid size.
-  uint32_t mc_tokens_ = 0;
-  // mc_split(): $RWKVD_VK_MC_SPLIT 1 never splits, 2, 4 or 8 splits up to that wherever the
-  // scratch and K allow; 0 (default) splits products of few row tiles (kMcSplitTiles).
-  uint32_t mc_split_ = 0;
-  // mcd.comp for mcd_min_t_ .. mcd_max_t_ tokens ($RWKVD_VK_MCD_MIN_T, _MAX_T; max 0: never), with
-  // mcd_sg_ subgroups a workgroup ($RWKVD_VK_MCD_SG, 1 .. 8). Up to 4 tokens stay on the int8
-  // products, which cost less there (H100, us at 1 / 2 / 4 tokens, int8 -> mcd.comp: Q4_K 2560 ->
-  // 10240 12.1 / 16.3 / 22.3 -> ~22 at any count; 10240 -> 2560 12.8 / 18.3 / 24.9 -> ~33; 2560
-  // -> 2560 6.3 / 8.4 / 10.9 -> ~10.6; docs/PERFORMANCE.md, session 10).
-  uint32_t mcd_min_t_ = 5, mcd_max_t_ = 16, mcd_sg_ = 8;
-  uint32_t mcd_split_ = 0;  // $RWKVD_VK_MCD_SPLIT: 1 never splits, 2 or 4 forces; 0 mcd_split()
-  // A Q6_K head of up to this many rows on the int8 kernel even where few_on_coopmat() holds
-  // ($RWKVD_VK_Q6_HEAD_INT8_MAX; 0: the head follows the other products). H200, 65536 x 2560 at
-  // 8 rows: 175 us against 214 on tensor cores (device_layout.h's rows).
-  uint32_t q6_head_int8_max_ = 8;
-  // One token's int8 products of at least this many rows (heads: the vocabulary) take 4 rows a
-  // subgroup, the others one ($RWKVD_VK_MVQ_MANY_ROWS; mvq_rows()).
-  uint32_t mvq_many_rows_ = 32768;
+  std::vector<Dispatch> log_;
 };
 
 // Shader-name suffix of a weight type ("q4_k").

@@ -73,7 +73,7 @@ std::string spec_text(const std::vector<uint32_t>& spec) {
   return out;
 }
 
-// One stderr line per executable of pipeline p: the driver's statistics ($RWKVD_VK_PIPELINE_STATS).
+// One stderr line per executable of pipeline p: the driver's statistics (RWKVD_VK_TRACE=pipelines).
 void print_statistics(const Device& dev, VkPipeline p, const Pipelines::Key& key) {
   const auto props = reinterpret_cast<PFN_vkGetPipelineExecutablePropertiesKHR>(
       vkGetDeviceProcAddr(dev.device(), "vkGetPipelineExecutablePropertiesKHR"));
@@ -184,6 +184,14 @@ VkPipeline Pipelines::get(const std::string& name, const std::vector<uint32_t>& 
   return p;
 }
 
+void Pipelines::use_shader(const std::string& name, std::span<const uint32_t> words) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [key, p] : pipelines_) {
+    if (key.first == name) throw EngineError("vk use_shader: " + name + " is in use already");
+  }
+  replaced_[name] = words;
+}
+
 size_t Pipelines::count() {
   std::lock_guard<std::mutex> lock(mu_);
   return pipelines_.size();
@@ -230,7 +238,9 @@ void Pipelines::prepare(const std::vector<Key>& keys) {
 
 VkPipeline Pipelines::create(const Key& key) const {
   const auto& [name, spec] = key;
-  const std::span<const uint32_t> words = shaders::find(name);
+  const auto replaced = replaced_.find(name);
+  const std::span<const uint32_t> words =
+      replaced != replaced_.end() ? replaced->second : shaders::find(name);
   VkShaderModuleCreateInfo mci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
   mci.codeSize = words.size() * 4;
   mci.pCode = words.data();

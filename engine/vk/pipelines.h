@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,10 @@ class Pipelines {
   void prepare(const std::vector<Key>& keys);
   // Pipelines made so far.
   size_t count();
+  // From now on shader `name` is `words` (which must outlive this): benchmarks put their own
+  // builds (bench/: diagnostic variants that give wrong results, kernels the product never runs)
+  // in a shader's place. Call before any pipeline of `name` is made.
+  void use_shader(const std::string& name, std::span<const uint32_t> words);
   VkPipelineLayout layout() const { return layout_; }
   VkDescriptorSetLayout set_layout() const { return set_layout_; }
 
@@ -50,6 +55,7 @@ class Pipelines {
   VkPipeline create(const Key& key) const;
   std::mutex mu_;
   std::map<Key, VkPipeline> pipelines_;
+  std::map<std::string, std::span<const uint32_t>> replaced_;  // use_shader()
 };
 
 // The buffers one descriptor set binds. Unused weight slots repeat weights[0].

@@ -25,10 +25,8 @@ void Uploader::set_observer(UploadObserver* o) {
 
 Uploader::Uploader(Device& dev, WeightStore& store, VkDeviceSize staging_bytes)
     : dev_(dev), store_(store), start_(std::chrono::steady_clock::now()) {
-  unsigned threads = std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
-  if (const char* v = std::getenv("RWKVD_VK_UPLOAD_THREADS"); v != nullptr && *v != '\0') {
-    threads = std::clamp(static_cast<unsigned>(std::strtoul(v, nullptr, 10)), 1u, 64u);
-  }
+  unsigned threads = dev.tuning().upload_threads;
+  if (threads == 0) threads = std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
   copiers_ = std::make_unique<cpu::ThreadPool>(threads);
   VkDeviceSize total = 0;
   for (const PlacedTensor& p : store.order()) total += p.dev_bytes;

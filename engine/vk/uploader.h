@@ -63,7 +63,7 @@ class Uploader {
 
   Device& dev_;
   WeightStore& store_;
-  std::unique_ptr<cpu::ThreadPool> copiers_;  // $RWKVD_VK_UPLOAD_THREADS, default min(8, cores)
+  std::unique_ptr<cpu::ThreadPool> copiers_;  // Tuning::upload_threads
   VkSemaphore timeline_ = VK_NULL_HANDLE;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cbs_[2]{};

@@ -69,7 +69,7 @@ class VkBackendImpl final : public VkBackend {
     const double weights_start_s = seconds_since_open();
     weights_ = std::make_unique<WeightStore>(*dev_, *model_);
     upload_start_s_ = seconds_since_open();
-    uploader_ = std::make_unique<Uploader>(*dev_, *weights_, staging_bytes());
+    uploader_ = std::make_unique<Uploader>(*dev_, *weights_, dev_->tuning().staging_bytes);
     weights_setup_s_ = seconds_since_open() - weights_start_s;
     pipelines_s_ = pipelines.get();
     const size_t early_pipelines = pipes_->count();
@@ -379,18 +379,6 @@ class VkBackendImpl final : public VkBackend {
     return true;
   }
 
-  // Pinned host memory for the upload: 16 MiB, or $RWKVD_VK_STAGING_BYTES (tests use a small
-  // value to exercise the double buffering). Pinning costs the driver ~0.5 ms a MiB before the
-  // backend is usable, and 64 MiB bought the upload little (H100, session 20, 64 -> 16 MiB:
-  // 2.9B Q4_K_M usable 121-136 -> 111-116 ms, resident 204-229 -> 223-231; 0.1B usable 52-61 ->
-  // 35-39, resident 69-78 -> 49-53).
-  static VkDeviceSize staging_bytes() {
-    if (const char* v = std::getenv("RWKVD_VK_STAGING_BYTES"); v != nullptr && *v != '\0') {
-      return std::max<VkDeviceSize>(std::strtoull(v, nullptr, 10), 1 << 16);
-    }
-    return VkDeviceSize{16} << 20;
-  }
-
   static void host_barrier(VkCommandBuffer cb) {
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
     mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
@@ -454,8 +442,8 @@ class VkBackendImpl final : public VkBackend {
 
 }  // namespace
 
-std::shared_ptr<VkContext> make_vk_context() {
-  return std::make_shared<VkContext>();
+std::shared_ptr<VkContext> make_vk_context(const std::function<void(vk::Tuning&)>& tuning) {
+  return std::make_shared<VkContext>(tuning);
 }
 
 std::unique_ptr<VkBackend> make_vk_backend(std::shared_ptr<const Rwkv7Model> model,

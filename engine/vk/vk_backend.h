@@ -1,10 +1,15 @@
 #pragma once
 // The Vulkan backend: make_vk_backend() and what it reports beyond the Backend interface.
+#include <functional>
 #include <memory>
 
 #include "engine/backend.h"
 
 namespace rwkvd::engine {
+
+namespace vk {
+struct Tuning;  // engine/vk/tuning.h
+}
 
 struct VkLoadStats {
   double usable_s = 0;  // open -> run() accepted (device, buffers, pipelines ready; upload begun)
@@ -26,9 +31,10 @@ class VkBackend : public Backend {
 
 // The device chosen by $RWKVD_DEVICE (see engine/vk/device.h) with its pipelines
 // (engine/vk/context.h): made once, it may hold every model a process opens, one after another
-// or at the same time. Throws EngineError when there is no usable device.
+// or at the same time. Throws EngineError when there is no usable device. `tuning` changes the
+// device's tuning (engine/vk/tuning.h: tests, benchmarks).
 class VkContext;
-std::shared_ptr<VkContext> make_vk_context();
+std::shared_ptr<VkContext> make_vk_context(const std::function<void(vk::Tuning&)>& tuning = {});
 
 // Opens the model on `context`, or on a device of its own when that is null (its making then
 // counts in load_stats()). Returns once the backend is usable; weights keep streaming in the

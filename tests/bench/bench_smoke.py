@@ -128,7 +128,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="rwkvd-bench-smoke-") as tmp:
         out, md = Path(tmp) / "bench.json", Path(tmp) / "bench.md"
         cmd = [args.rwkvd, "bench", "--model", str(model), "--text", str(text),
-               "--fields", str(REPO / "bench" / "field_prompts.txt"), "--device", args.device,
+               "--device", args.device,
                "--quick", "--repeats", str(args.repeats), "--threads", "2",
                "--out", str(out), "--markdown", str(md)]
         print("+", " ".join(cmd), flush=True)

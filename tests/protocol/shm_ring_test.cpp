@@ -66,7 +66,7 @@ TEST(ShmRing, AllocateWriteReadRelease) {
 }
 
 // The worker's engine thread takes leases for the states it writes (worker/scheduler.cpp) while
-// the server thread takes, releases and expires others: two threads at once, each writing its
+// the server thread takes, releases and checks others: two threads at once, each writing its
 // own pattern into its leases, must never share bytes, and every lease comes back.
 TEST(ShmRing, TwoThreadsTakeAndReleaseLeases) {
   auto ring = small_ring(16, 1u << 20);
@@ -83,7 +83,7 @@ TEST(ShmRing, TwoThreadsTakeAndReleaseLeases) {
         clashes += std::count_if(a.data, a.data + 1024, [&](float v) { return v != mark; });
         if (!ring->release(a.ref.lease, owner)) clashes += 1;
       }
-      if (i % 100 == 0) ring->expire();
+      if (i % 100 == 0) (void)ring->owners_to_check();
     }
     for (const auto& a : held) ring->release(a.ref.lease, owner);
   };
@@ -114,7 +114,7 @@ TEST(ShmRing, GenerationBumpsOnReuseAndLeasesDiffer) {
   EXPECT_TRUE(reader->current(b->ref));
 }
 
-TEST(ShmRing, RefcountAndTimeout) {
+TEST(ShmRing, RefcountAndOwnersToCheck) {
   auto ring = small_ring();
   auto a = ring->allocate(100, "c");
   ASSERT_TRUE(a);
@@ -123,13 +123,101 @@ TEST(ShmRing, RefcountAndTimeout) {
   EXPECT_EQ(ring->leases_in_use(), 1u);  // one reference left
   EXPECT_TRUE(ring->release(a->ref.lease, "c"));
   EXPECT_EQ(ring->leases_in_use(), 0u);
-  auto b = ring->allocate(100, "c");
-  ASSERT_TRUE(b);
-  EXPECT_EQ(ring->expire(ShmRing::Clock::now()), 0u);
-  EXPECT_EQ(ring->expire(ShmRing::Clock::now() + 1s), 1u);
-  EXPECT_EQ(ring->leases_in_use(), 0u);
+  // Time frees nothing: past the timeout the owner is named for a check, once, and its lease
+  // stays until the owner releases it or is found gone.
+  const auto t0 = ShmRing::Clock::now();
+  auto b = ring->allocate(100, "c", t0);
+  auto b2 = ring->allocate(100, "c", t0);
+  ASSERT_TRUE(b && b2);
+  auto reader = ShmReader::open(ring->name());
+  EXPECT_TRUE(ring->owners_to_check(t0).empty());
+  EXPECT_EQ(ring->owners_to_check(t0 + 1s), std::vector<std::string>{"c"});
+  EXPECT_TRUE(ring->owners_to_check(t0 + 1s).empty());  // its timeout started over
+  EXPECT_EQ(ring->owners_to_check(t0 + 2s), std::vector<std::string>{"c"});
+  EXPECT_EQ(ring->leases_in_use(), 2u);
+  EXPECT_TRUE(reader->current(b->ref));
   ASSERT_TRUE(ring->allocate(100, "gone"));
   EXPECT_EQ(ring->release_owner("gone"), 1u);
+  EXPECT_EQ(ring->leases_in_use(), 2u);
+}
+
+// Any process of the user can write the segment: the ring's own numbers stay in the worker.
+TEST(ShmRing, GeometryIsNotReadBackFromTheSharedHeader) {
+  auto ring = small_ring(8, 1u << 20);
+  const uint64_t data_bytes = ring->data_bytes();
+  {
+    std::fstream f("/dev/shm/" + ring->name(), std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f);
+    const std::string garbage(48, '\xff');  // sizes, offsets, slot count, pid
+    f.seekp(16);
+    f.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+    std::string slots(8 * sizeof(RingSlot), '\x7f');  // and the slot table
+    f.write(slots.data(), static_cast<std::streamsize>(slots.size()));
+  }
+  EXPECT_EQ(ring->data_bytes(), data_bytes);
+  std::vector<ShmRing::Allocation> held;
+  for (int i = 0; i < 64; ++i) {  // every slot reused several times
+    auto a = ring->allocate(data_bytes / 4, "c");
+    ASSERT_TRUE(a);
+    std::fill(a->data, a->data + a->ref.bytes / sizeof(float), static_cast<float>(i));
+    EXPECT_GE(a->ref.offset, 4096u);
+    EXPECT_LE(a->ref.offset + a->ref.bytes, ring->total_bytes());
+    held.push_back(*a);
+    if (held.size() == 3) {
+      ASSERT_TRUE(ring->release(held.front().ref.lease, "c"));
+      held.erase(held.begin());
+    }
+  }
+}
+
+// A truncated segment: the accesses that fault get private pages (the process lives on), the
+// ring says it is damaged, and recreate() gives a fresh segment under a new name.
+TEST(ShmRing, ATruncatedSegmentIsCaughtAndReplaced) {
+  auto ring = small_ring(8, 1u << 20);
+  auto a = ring->allocate(64 * 1024, "c");
+  ASSERT_TRUE(a);
+  EXPECT_FALSE(ring->damaged());
+  const std::string old = ring->name();
+  auto old_reader = ShmReader::open(old);
+  ASSERT_EQ(::truncate(("/dev/shm/" + old).c_str(), 0), 0);
+  EXPECT_TRUE(ring->damaged());
+  std::fill(a->data, a->data + 16 * 1024, 3.0f);  // would be a SIGBUS
+  EXPECT_EQ(a->data[16 * 1024 - 1], 3.0f);
+  // A reader still mapping it is told so before it reads there (not a SIGBUS).
+  try {
+    old_reader->resolve(a->ref);
+    ADD_FAILURE() << "resolved a reference into a truncated ring";
+  } catch (const ProtocolError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnknownLease);
+  }
+  EXPECT_EQ(ring->recreate(), 1u);
+  EXPECT_NE(ring->name(), old);
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + old));
+  EXPECT_FALSE(ring->damaged());
+  EXPECT_EQ(ring->leases_in_use(), 0u);
+  EXPECT_FALSE(ring->release(a->ref.lease, "c"));  // lost with the old segment
+  auto b = ring->allocate(64 * 1024, "c");
+  ASSERT_TRUE(b);
+  b->data[0] = 7.0f;
+  auto reader = ShmReader::open(ring->name());
+  EXPECT_EQ(reader->resolve(b->ref)[0], 7.0f);
+}
+
+// Truncated again and again: each time a fresh segment, and the worker lives on.
+TEST(ShmRing, RepeatedTruncationsKeepTheRingServing) {
+  auto ring = small_ring(8, 1u << 20);
+  for (int i = 0; i < 10; ++i) {
+    auto a = ring->allocate(64 * 1024, "c");
+    ASSERT_TRUE(a);
+    ASSERT_EQ(::truncate(("/dev/shm/" + ring->name()).c_str(), 4096), 0);
+    ASSERT_TRUE(ring->damaged());
+    ring->recreate();
+    std::fill(a->data, a->data + 16 * 1024, 1.0f);  // a late write into a replaced segment
+  }
+  auto b = ring->allocate(64, "c");
+  ASSERT_TRUE(b);
+  b->data[0] = 2.0f;
+  EXPECT_EQ(ShmReader::open(ring->name())->resolve(b->ref)[0], 2.0f);
 }
 
 TEST(ShmRing, FullRingAndWrapAround) {

@@ -22,6 +22,9 @@ sys.path.insert(0, str(REPO / "clients" / "python"))  # importable from the sour
 
 import rwkvd  # noqa: E402
 
+# CURVE keys (made by workers on tcp) go to a directory of the test run, not the user's own.
+os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="rwkvd-test-config-")
+
 
 def build_dir() -> Path:
     return Path(os.environ.get("RWKVD_BUILD_DIR") or REPO / "build")
@@ -63,7 +66,7 @@ class Worker:
                     with rwkvd.Client(self.endpoint, timeout=2) as c:
                         c.hello()
                     break
-                except rwkvd.RequestTimeout:
+                except (rwkvd.RequestTimeout, rwkvd.NoWorker):
                     pass
             if time.time() > deadline:
                 raise RuntimeError("worker did not come up:\n" + self.read_log())
@@ -136,3 +139,16 @@ def raw(worker):
     yield s
     s.close()
     ctx.term()
+
+
+def slow_reader(ctx, endpoint: str):
+    """A DEALER connected to `endpoint` that holds at most one reply and a 4 KiB socket buffer:
+    a client that stops reading, whose queue at the worker fills at once."""
+    import zmq
+
+    s = ctx.socket(zmq.DEALER)
+    s.setsockopt(zmq.LINGER, 0)
+    s.setsockopt(zmq.RCVHWM, 1)
+    s.setsockopt(zmq.RCVBUF, 4096)
+    s.connect(endpoint)
+    return s

@@ -79,7 +79,7 @@ CASES = [
     ("negative top_k", [req("generate", text="x", top_k=-1)], E.BAD_VALUE),
     ("4097 leases", [req("release", leases=list(range(1, 4098)))], E.TOO_LARGE),
     ("huge session id", [req("session_state", session=2 ** 64 - 1)], E.UNKNOWN_SESSION),
-    ("session 0", [req("session_state", session=0)], E.UNKNOWN_SESSION),
+    ("session id zero", [req("session_state", session=0)], E.UNKNOWN_SESSION),
     # token ids
     ("token 2^40", [req("embed", tokens=[2 ** 40])], E.BAD_TOKEN),
     ("token INT32_MIN", [req("embed", tokens=[-(2 ** 31)])], E.BAD_TOKEN),

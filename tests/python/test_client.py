@@ -144,3 +144,6 @@ def test_pip_install_offline(tmp_path):
                         "import rwkvd, rwkvd.compat, sys; print(rwkvd.__file__)"], capture_output=True,
                        text=True, cwd=tmp_path)
     assert r.returncode == 0 and "site-packages" in r.stdout, r.stderr
+    r = subprocess.run([str(venv / "bin" / "rwkvd-client"), "stats", "--help"],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0 and "--info" in r.stdout, r.stderr  # the console script

@@ -285,3 +285,29 @@ def test_results_release_their_leases_and_close_frees_the_session(worker, seq64)
     with worker.client() as c:
         c.forward([1])
         assert c.stats()["sessions"] == sessions
+
+
+def test_model_takes_endpoint_as_documented_and_says_how_to_serve_a_model_file(worker):
+    import rwkvd
+    with Model(endpoint=worker.endpoint, timeout=30) as m:
+        assert m.info().num_vocab == N_VOCAB
+        assert "session=" in repr(m) and "num_emb=256" in repr(m)
+    for path in ("model.gguf", "weights/rwkv7-0.1B.st"):
+        with pytest.raises(rwkvd.BadEndpoint, match="rwkvd serve --model") as e:
+            Model(path)
+        assert isinstance(e.value, rwkvd.RwkvdError)
+
+
+def test_a_closed_runner_raises_an_rwkvd_error(worker):
+    import rwkvd
+    m = Model(worker.endpoint, timeout=30)
+    r = m.runner()
+    r.close()
+    r.close()
+    with pytest.raises(rwkvd.ClosedError):
+        r.run([1, 2, 3])
+    m.close()
+    m.close()
+    for call in (lambda: m.back_state(), lambda: m.embed([1, 2]), lambda: m.encode("x")):
+        with pytest.raises(rwkvd.RwkvdError):
+            call()

@@ -17,7 +17,7 @@ import pytest
 import zmq
 
 import rwkvd
-from conftest import REPO, Worker, build_dir, start_worker
+from conftest import slow_reader, REPO, Worker, build_dir, start_worker
 
 
 def wait_until(cond, timeout: float, what: str, step: float = 0.1):
@@ -79,7 +79,8 @@ class Background:
 
 @pytest.fixture(scope="module")
 def short_timeouts(synthetic_model):
-    # Leases and idle sessions reclaimed after ~1 s (plus the 1 s sweep), small per-client caps.
+    # Leases of a gone client freed after ~1 s (plus the checks a second apart), idle sessions
+    # closed after ~1 s, small per-client caps.
     yield from start_worker(synthetic_model, "--lease-timeout-s", "1", "--session-idle-s", "1",
                             "--max-sessions-per-client", "4", "--max-inflight-per-client", "8",
                             "--max-leases-per-client", "6", "--slots", "8")
@@ -169,11 +170,7 @@ def test_client_that_never_reads_costs_bounded_memory(synthetic_model):
         bg = Background(w)
         before = w.rss()
         ctx = zmq.Context()
-        slow = ctx.socket(zmq.DEALER)
-        slow.setsockopt(zmq.LINGER, 0)
-        slow.setsockopt(zmq.RCVHWM, 1)
-        slow.setsockopt(zmq.RCVBUF, 4096)
-        slow.connect(w.endpoint)
+        slow = slow_reader(ctx, w.endpoint)
         peak = before
         try:
             for i in range(400):

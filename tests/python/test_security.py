@@ -111,3 +111,57 @@ def test_loopback_tcp_is_allowed(synthetic_model):
     finally:
         p.terminate()
         p.wait(timeout=20)
+
+
+def serve_default(synthetic_model, env, *extra):
+    return subprocess.Popen([str(build_dir() / "tools" / "rwkvd"), "serve", "--model",
+                             str(synthetic_model), "--log-level", "info", *extra],
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def ready_endpoint(p) -> str:
+    for line in p.stderr:
+        m = re.search(r"ready on (\S+) ", line)
+        if m:
+            return m.group(1)
+    pytest.fail("worker never became ready")
+
+
+def test_the_default_endpoint_lives_in_xdg_runtime_dir(synthetic_model, tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
+    monkeypatch.delenv("RWKVD_ENDPOINT", raising=False)
+    p = serve_default(synthetic_model, dict(os.environ))
+    try:
+        assert ready_endpoint(p) == f"ipc://{run}/rwkvd.sock"
+        assert rwkvd.default_endpoint() == f"ipc://{run}/rwkvd.sock"
+        with rwkvd.Client(timeout=10) as c:
+            assert c.hello()["protocol"] == 1
+    finally:
+        p.terminate()
+        p.wait(timeout=20)
+    assert not (run / "rwkvd.sock").exists()
+    os.chmod(run, 0o755)  # not private: refused, and said why
+    r = subprocess.run([str(build_dir() / "tools" / "rwkvd"), "serve", "--model",
+                        str(synthetic_model)], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert f"{run} is open to other users (mode 0755, wanted 0700)" in r.stderr, r.stderr
+
+
+def test_curve_over_ipc_when_asked(synthetic_model, tmp_path):
+    ep = f"ipc://{tmp_path}/w.sock"
+    p = serve_default(synthetic_model, dict(os.environ), "--endpoint", ep, "--curve")
+    try:
+        ready_endpoint(p)
+        with pytest.raises(rwkvd.NoWorker, match="no answer"):
+            rwkvd.Client(ep)  # a client without CURVE gets nothing
+        os.environ["RWKVD_CURVE"] = "1"
+        try:
+            with rwkvd.Client(ep, timeout=10) as c:
+                assert c.hello()["protocol"] == 1
+        finally:
+            del os.environ["RWKVD_CURVE"]
+    finally:
+        p.terminate()
+        p.wait(timeout=20)

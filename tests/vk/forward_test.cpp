@@ -26,6 +26,7 @@ using test::compare_rows;
 using test::gpu;
 using test::long_prompt;
 using test::run_one;
+using vk::Tuning;
 
 class VkForward : public test::VkBackendTest {};
 
@@ -118,22 +119,14 @@ TEST_F(VkForward, AnyChunkSizeGivesTheSameResult) {
 // On devices with tensor cores, forwards of 5 to 16 tokens multiply on them (mcd.comp, fp16
 // operands) and fewer on int8 inputs (mvq.comp): a sequence alone and in a batch would meet
 // different roundings (H100, synthetic-A Q4_K_M: logits 0.14 apart, correlation 0.9999). The
-// batch tests compare one product path, pinned by the backend's environment at creation (on
-// devices without tensor cores every forward of up to 16 tokens runs the int8 products anyway).
-using Env = std::initializer_list<std::pair<const char*, const char*>>;
-std::unique_ptr<engine::VkBackend> gpu_with(Env env, const std::filesystem::path& model,
-                                            uint32_t token_cap, uint32_t n_slots) {
-  for (const auto& [k, v] : env) setenv(k, v, 1);
-  auto b = gpu(model, token_cap, n_slots);
-  for (const auto& [k, v] : env) unsetenv(k);
-  return b;
-}
+// batch tests compare one product path, pinned by the backend's tuning (on devices without
+// tensor cores every forward of up to 16 tokens runs the int8 products anyway).
 
 // One token's shifts run in front of the products that read them (shaders/shift_front.glsl:
 // each workgroup makes its input itself, its first lanes adding as shift.comp's lanes do): the
 // int8 forms of the r/k/v and ffn key inputs and the float inputs of float products are the
 // separate shifts' to the bit, so every logit and the state equal theirs
-// ($RWKVD_VK_SHIFT_IN_FRONT=0), with fewer dispatches a layer: Q4_K_M both shifts (the ffn key
+// (Tuning::shift_in_front off), with fewer dispatches a layer: Q4_K_M both shifts (the ffn key
 // product on int8 inputs), F16 the time-mix one (every product of its step on floats; its ffn
 // key product reads floats, which no shift in front writes). Tokens one at a time.
 TEST_F(VkForward, ShiftsInFrontOfTheirProductsGiveTheSameBits) {
@@ -141,7 +134,7 @@ TEST_F(VkForward, ShiftsInFrontOfTheirProductsGiveTheSameBits) {
        {std::pair{"rwkv7/synthetic-A.q4_k_m.gguf", 2u}, {"rwkv7/tiny-rwkv7-834K.f16.gguf", 1u}}) {
     SCOPED_TRACE(name);
     RWKVD_FIXTURE(model, name);
-    auto apart = gpu_with({{"RWKVD_VK_SHIFT_IN_FRONT", "0"}}, model, 1, 1);
+    auto apart = gpu(model, 1, 1, [](Tuning& t) { t.shift_in_front = false; });
     auto fused = gpu(model, 1, 1);
     if (fused->dispatches_per_layer() == apart->dispatches_per_layer()) {
       GTEST_SKIP() << "this device's one-token products run no shift in front";
@@ -163,8 +156,10 @@ TEST_F(VkForward, BatchEqualsSequencesAlone) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q4_k_m.gguf");
   // One token on tensor cores too, the Q6_K head as well (by default up to 8 of its rows take the
   // int8 kernel, whose int8 inputs give other sums); 40 tokens run as 3 chunks.
-  auto b =
-      gpu_with({{"RWKVD_VK_MCD_MIN_T", "1"}, {"RWKVD_VK_Q6_HEAD_INT8_MAX", "0"}}, model, 16, 4);
+  auto b = gpu(model, 16, 4, [](Tuning& t) {
+    t.mcd_min_t = 1;
+    t.q6_head_int8_max = 0;
+  });
   test::expect_batch_equals_alone(*b, {1, 17, 40, 5}, kReorderTol);
 }
 
@@ -205,7 +200,9 @@ TEST_F(VkForward, ProfilerWritesKernelOrHostTables) {
     std::filesystem::remove(path);
     const std::string value = (host_only ? "host:" : "") + path.string();
     {
-      auto b = gpu_with({{"RWKVD_VK_PROFILE", value.c_str()}}, model, 16, 1);
+      setenv("RWKVD_VK_PROFILE", value.c_str(), 1);  // (a switch of the environment alone)
+      auto b = gpu(model, 16, 1);
+      unsetenv("RWKVD_VK_PROFILE");
       const std::vector<int32_t> toks{1, 2, 3};
       run_one(*b, toks, OutputMode::kLastLogits);
     }
@@ -246,7 +243,10 @@ constexpr double kLoraPathTol = 5e-5;
 TEST_F(VkForward, ManySequencesEqualSequencesAlone) {
   RWKVD_FIXTURE(model, "rwkv7/synthetic-A.q4_k_m.gguf");
   constexpr uint32_t kSeqs = 10;
-  auto b = gpu_with({{"RWKVD_VK_MCD_MAX_T", "0"}, {"RWKVD_VK_INT_DOT", "0"}}, model, 32, kSeqs);
+  auto b = gpu(model, 32, kSeqs, [](Tuning& t) {
+    t.mcd_max_t = 0;
+    t.int_dot = false;
+  });
   std::vector<std::vector<int32_t>> seqs;
   std::vector<engine::SequenceInput> batch;
   for (uint32_t i = 0; i < kSeqs; ++i) {
@@ -268,7 +268,7 @@ TEST_F(VkForward, ManySequencesEqualSequencesAlone) {
 // F16 files hold the LoRA up weights a2, g2 and v2 in F16 and w2 in F32, as the converters write
 // them (the fixtures' F16 files keep every LoRA weight in F32, so a synthesized one stands in):
 // where wkv does the LoRA up products itself (a decode step of 2 to kFusedLoraMaxB sequences) it
-// reads both kinds, and must give what the products give ($RWKVD_VK_FUSE_LORA=0). fp16 weights
+// reads both kinds, and must give what the products give (Tuning::fuse_lora off). fp16 weights
 // widen exactly, so only the order of float sums differs: the LoRA path's bound.
 TEST_F(VkForward, F16LoraUpInsideWkvEqualsProducts) {
   tools::synth::SynthConfig cfg;
@@ -283,8 +283,7 @@ TEST_F(VkForward, F16LoraUpInsideWkvEqualsProducts) {
   constexpr uint32_t kSeqs = 3;
   std::vector<std::vector<float>> logits[2];
   for (const bool inside : {false, true}) {
-    auto b = inside ? gpu_with({}, model, 32, kSeqs)
-                    : gpu_with({{"RWKVD_VK_FUSE_LORA", "0"}}, model, 32, kSeqs);
+    auto b = gpu(model, 32, kSeqs, [&](Tuning& t) { t.fuse_lora = inside; });
     const std::vector<std::string> f = b->device_features();
     const bool fuses = std::find(f.begin(), f.end(), "lora_in_wkv") != f.end();
     if (inside && !fuses) GTEST_SKIP() << "this device's wkv does not do the LoRA up products";
@@ -336,9 +335,7 @@ TEST_F(VkForward, SmallStagingUploadsTheSameWeights) {
   auto ref = gpu(model);
   ref->wait_resident();
   const auto want = run_one(*ref, toks, OutputMode::kAllLogits);
-  setenv("RWKVD_VK_STAGING_BYTES", "65536", 1);
-  auto b = gpu(model);
-  unsetenv("RWKVD_VK_STAGING_BYTES");
+  auto b = gpu(model, 256, 1, [](Tuning& t) { t.staging_bytes = 65536; });
   EXPECT_EQ(run_one(*b, toks, OutputMode::kAllLogits), want);
   b->wait_resident();
   EXPECT_GE(b->load_stats().resident_ms, 0);
@@ -351,9 +348,7 @@ TEST_F(VkForward, PollingTheFenceWaitsForTheWork) {
   const auto toks = long_prompt(40, 256);
   auto ref = gpu(model, 8);
   const auto want = run_one(*ref, toks, OutputMode::kAllLogits);
-  setenv("RWKVD_VK_FENCE_SPIN_US", "10000000", 1);
-  auto b = gpu(model, 8);
-  unsetenv("RWKVD_VK_FENCE_SPIN_US");
+  auto b = gpu(model, 8, 1, [](Tuning& t) { t.fence_spin_us = 10000000; });
   EXPECT_EQ(run_one(*b, toks, OutputMode::kAllLogits), want);
   EXPECT_EQ(test::read_state(*b, 0), test::read_state(*ref, 0));
 }

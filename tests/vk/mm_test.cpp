@@ -24,6 +24,7 @@ using engine::GgmlType;
 using engine::vk::Device;
 using engine::vk::MmMode;
 using engine::vk::MmSlot;
+using engine::vk::Tuning;
 
 // float -> IEEE half for the modest normal values the tests use.
 uint16_t to_half(float f) {
@@ -121,43 +122,55 @@ class VkMatmul : public ::testing::TestWithParam<GgmlType> {};
 // refuses new instances after about 30.
 TEST_P(VkMatmul, MatchesDequantizedCpuProductEveryEpilogue) {
   for (const bool subgroups : {true, false}) {
-    if (!subgroups) setenv("RWKVD_VK_NO_SUBGROUP", "1", 1);
-    VkRig rig;
-    unsetenv("RWKVD_VK_NO_SUBGROUP");
+    VkRig rig([&](Tuning& t) { t.subgroups = subgroups; });
     const uint64_t errors = Device::validation_errors();
     // The default, the float kernels' variants at one token, then each forced variant of the
     // tensor-core kernels.
     struct Tiles {
       const char* label;
-      std::vector<std::pair<const char*, const char*>> env;
+      std::function<void(Tuning&)> patch;
     };
     const std::vector<Tiles> tiles = {
         {"", {}},
         // Float weights at one token take mvf.comp: mv.comp's way (4 rows a subgroup, as F16
         // took for large products before), and mvf.comp with a subgroup a row (the test's rows
         // are few enough to get several) and more words a lane.
-        {", mv 4 rows a subgroup", {{"RWKVD_VK_MV_ROWS", "4"}, {"RWKVD_VK_MVF", "0"}}},
+        {", mv 4 rows a subgroup",
+         [](Tuning& t) {
+           t.mv_rows = 4;
+           t.mvf = false;
+         }},
         {", mvf 2 rows a subgroup, 8 words",
-         {{"RWKVD_VK_MVF_KS", "1"}, {"RWKVD_VK_MVF_ROWS", "2"}, {"RWKVD_VK_MVF_WORDS", "8"}}},
-        {", 64-token mc tiles", {{"RWKVD_VK_MC_SMALL_GRID", "0"}}},
-        {", 128-row mc tiles", {{"RWKVD_VK_MC_ROWS", "128"}}},
+         [](Tuning& t) {
+           t.mvf_ks = 1;
+           t.mvf_rows = 2;
+           t.mvf_words = 8;
+         }},
+        {", 64-token mc tiles", [](Tuning& t) { t.mc_small_grid = 0; }},
+        {", 128-row mc tiles", [](Tuning& t) { t.mc_rows = 128; }},
         {", 128-row 64-token mc tiles",
-         {{"RWKVD_VK_MC_ROWS", "128"}, {"RWKVD_VK_MC_SMALL_GRID", "0"}}},
+         [](Tuning& t) {
+           t.mc_rows = 128;
+           t.mc_small_grid = 0;
+         }},
         // The test's products are small enough for mc_split() to split K in 8 by default.
-        {", mc without split-K", {{"RWKVD_VK_MC_SPLIT", "1"}}},
-        {", mc split-K in 2", {{"RWKVD_VK_MC_SPLIT", "2"}}},
-        {", mc split-K in 4", {{"RWKVD_VK_MC_SPLIT", "4"}}},
+        {", mc without split-K", [](Tuning& t) { t.mc_split = 1; }},
+        {", mc split-K in 2", [](Tuning& t) { t.mc_split = 2; }},
+        {", mc split-K in 4", [](Tuning& t) { t.mc_split = 4; }},
         // mcd.comp (T = 3 and 11 by default): one token too, and its other shapes.
-        {", mcd from one token", {{"RWKVD_VK_MCD_MIN_T", "1"}}},
-        {", mcd with 3 subgroups", {{"RWKVD_VK_MCD_SG", "3"}}},
-        {", mcd with 1 subgroup", {{"RWKVD_VK_MCD_SG", "1"}}},
+        {", mcd from one token", [](Tuning& t) { t.mcd_min_t = 1; }},
+        {", mcd with 3 subgroups", [](Tuning& t) { t.mcd_sg = 3; }},
+        {", mcd with 1 subgroup", [](Tuning& t) { t.mcd_sg = 1; }},
         // mcd.comp split over K (mc_sum.comp adds the parts): the test's rows are too short
         // for mcd_split() to split them by default; with 4 parts of 2 steps (K = 512) over 3
         // subgroups, one subgroup has no step.
-        {", mcd split-K in 2", {{"RWKVD_VK_MCD_SPLIT", "2"}}},
+        {", mcd split-K in 2", [](Tuning& t) { t.mcd_split = 2; }},
         {", mcd split-K in 4, 3 subgroups",
-         {{"RWKVD_VK_MCD_SPLIT", "4"}, {"RWKVD_VK_MCD_SG", "3"}}},
-        {", no mcd", {{"RWKVD_VK_MCD_MAX_T", "0"}}},
+         [](Tuning& t) {
+           t.mcd_split = 4;
+           t.mcd_sg = 3;
+         }},
+        {", no mcd", [](Tuning& t) { t.mcd_max_t = 0; }},
     };
     for (size_t ti = 0; ti < tiles.size(); ++ti) {
       const bool float_type = GetParam() == engine::GgmlType::F16 ||
@@ -166,9 +179,7 @@ TEST_P(VkMatmul, MatchesDequantizedCpuProductEveryEpilogue) {
       if ((ti == 1 || ti == 2) && !float_type) continue;  // (time on lavapipe)
       if (ti > 0) {
         if (ti > 2 && !rig.dev->features().coopmat) break;
-        for (const auto& [k, v] : tiles[ti].env) setenv(k, v, 1);
-        rig.kernels = std::make_unique<engine::vk::Kernels>(*rig.dev, *rig.pipes);
-        for (const auto& [k, v] : tiles[ti].env) unsetenv(k);
+        rig.retune(tiles[ti].patch);
         rig.fresh_sets();  // a set per case: the variants' cases outnumber one pool's sets
       }
       for (const auto& [T, K] : {std::pair{1u, 512u},
@@ -404,10 +415,10 @@ TEST(VkMatmulHalfOut, WritesTheFp16FormOfItsOutputs) {
                                                        {N[1], y_off[1], ref[1]}};
       rig.run([&](VkCommandBuffer cb) {
         rig.kernels->to_half(cb, set, T, {&in, 1});
-        engine::vk::Kernels::compute_barrier(cb);
+        rig.kernels->compute_barrier(cb);
         rig.kernels->mm(cb, set, kType, slots, T);
         if (!half_only) {
-          engine::vk::Kernels::compute_barrier(cb);
+          rig.kernels->compute_barrier(cb);
           rig.kernels->to_half(cb, set, T, outs);
         }
       });
@@ -466,20 +477,20 @@ TEST_P(VkMatmulQ8, MatchesReferenceOfItsInt8Inputs) {
     GTEST_SKIP() << "the device has no integer dot products (or no subgroups)";
   }
   // Slot 0 also writes its output's int8 form (N % 16 == 0) where the product can: not where
-  // it splits K, which the second pass forces ($RWKVD_VK_MVQ_KSPLIT) on the same cases. The
-  // third pass takes 48 rows for many ($RWKVD_VK_MVQ_MANY_ROWS, a head's rule: four rows a
-  // subgroup at one token), without the int8 output (whose variant keeps one row).
+  // it splits K, which the second pass forces (mvq_ksplit 2) on the same cases. The third pass
+  // takes 48 rows for many (mvq_many_rows 48, a head's rule: four rows a subgroup at one
+  // token), without the int8 output (whose variant keeps one row).
   const uint32_t Ns[2] = {48, 7};
   bool split = false;
-  for (const auto& [knob, value] :
-       {std::pair{"", ""}, {"RWKVD_VK_MVQ_KSPLIT", "2"}, {"RWKVD_VK_MVQ_MANY_ROWS", "48"}}) {
-    const bool many = std::string_view(knob) == "RWKVD_VK_MVQ_MANY_ROWS";
-    if (*knob != '\0') {
-      setenv(knob, value, 1);
-      rig.kernels = std::make_unique<engine::vk::Kernels>(*rig.dev, *rig.pipes);
-      unsetenv(knob);
+  for (const int pass : {0, 1, 2}) {
+    const bool many = pass == 2;
+    if (pass > 0) {
+      rig.retune([&](Tuning& t) {
+        if (pass == 1) t.mvq_ksplit = 2;
+        if (many) t.mvq_many_rows = 48;
+      });
     }
-    SCOPED_TRACE(*knob != '\0' ? std::string(knob) + "=" + value : std::string("defaults"));
+    SCOPED_TRACE(pass == 0 ? "defaults" : many ? "mvq_many_rows 48" : "mvq_ksplit 2");
     EXPECT_EQ(rig.kernels->mvq_rows(1, Ns[0]), many ? 4u : 1u);
     for (const auto& [T, K] :
          {std::pair{1u, 512u}, {3u, 1280u}, {11u, 512u}, {16u, 256u}, {10u, 1024u}, {1u, 1024u}}) {
@@ -530,7 +541,7 @@ TEST_P(VkMatmulQ8, MatchesReferenceOfItsInt8Inputs) {
       if (qout) slots[0].yq_off = yq_off;
       rig.run([&](VkCommandBuffer cb) {
         rig.kernels->quantize_q8(cb, set, K, T, 0, q_off);
-        engine::vk::Kernels::compute_barrier(cb);
+        rig.kernels->compute_barrier(cb);
         rig.kernels->mm(cb, set, type, slots, T);
       });
       // The int8 form of the inputs, x as it represents it, and of slot 0's outputs.

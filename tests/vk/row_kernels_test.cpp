@@ -15,6 +15,7 @@ namespace rwkvd::test {
 namespace {
 
 using engine::vk::Device;
+using engine::vk::Tuning;
 
 std::vector<float> layer_norm(const float* x, const float* w, const float* b, uint32_t D,
                               float eps) {
@@ -116,13 +117,13 @@ TEST(VkRowKernels, ArgmaxPicksTheLowestIndexOfTheLargest) {
 namespace rwkvd::test {
 namespace {
 
-void check_shift(bool forms);
+void check_shift(bool forms, bool slices);
 
 // out_ln: the LayerNorm of each output row (the batch description's out rows pick tokens of x),
 // each sequence's pending channel-mix shift (its last token's) committed into its slot, and with
 // subgroups the rows' int8 form too, which the variant without them refuses.
 void check_out_ln(bool forms) {
-  VkRig rig;
+  VkRig rig([&](Tuning& t) { t.subgroups = forms; });
   const uint64_t errors = Device::validation_errors();
   const uint32_t D = 96, T = 5, n_out = 3, slot_floats = 4 * D, commit_row = 2 * D;
   const uint32_t seq_slot[2] = {1, 0}, seq_first[2] = {0, 3}, seq_n[2] = {3, 2};
@@ -185,9 +186,7 @@ void check_out_ln(bool forms) {
 TEST(VkRowKernels, OutLnNormsRowsCommitsAndWritesTheirInt8Form) {
   for (const bool subgroups : {true, false}) {
     SCOPED_TRACE(subgroups ? "subgroups" : "no subgroups");
-    if (!subgroups) setenv("RWKVD_VK_NO_SUBGROUP", "1", 1);
     check_out_ln(subgroups);
-    unsetenv("RWKVD_VK_NO_SUBGROUP");
     if (HasFatalFailure()) return;
   }
 }
@@ -201,21 +200,20 @@ TEST(VkRowKernels, ShiftNormsShiftsLerpsAndCommits) {
   // Only shift_sg writes the int8 and fp16 forms (their runs gather by shuffles): the products
   // that read them need subgroups anyway.
   for (const bool subgroups : {true, false}) {
-    for (const char* slices : {"0", "1"}) {
-      SCOPED_TRACE(std::string("RWKVD_VK_ROW_SLICES=") + slices +
+    for (const bool slices : {false, true}) {
+      SCOPED_TRACE(std::string(slices ? "row slices" : "a workgroup a token") +
                    (subgroups ? ", subgroups" : ", no subgroups"));
-      setenv("RWKVD_VK_ROW_SLICES", slices, 1);
-      if (!subgroups) setenv("RWKVD_VK_NO_SUBGROUP", "1", 1);
-      check_shift(subgroups);
-      unsetenv("RWKVD_VK_ROW_SLICES");
-      unsetenv("RWKVD_VK_NO_SUBGROUP");
+      check_shift(subgroups, slices);
       if (HasFatalFailure()) return;
     }
   }
 }
 
-void check_shift(bool forms) {
-  VkRig rig;
+void check_shift(bool forms, bool slices) {
+  VkRig rig([&](Tuning& t) {
+    t.subgroups = forms;
+    t.row_slices = slices;
+  });
   const uint64_t errors = Device::validation_errors();
   const uint32_t D = 96, T = 5, slot_floats = 4 * D, state_row = D, commit_row = 3 * D;
   const uint32_t seq_slot[2] = {1, 0}, seq_first[2] = {0, 3}, seq_n[2] = {3, 2};

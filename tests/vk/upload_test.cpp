@@ -105,14 +105,12 @@ TEST_F(VkUpload, ForwardStartsBeforeTheModelIsResident) {
 }
 
 // The upload's queue is a transfer-only family's where the device has one (NVIDIA GPUs: the copy
-// engines), else the compute queue; $RWKVD_VK_TRANSFER_QUEUE=0 forces the compute queue.
+// engines), else the compute queue; Tuning::transfer_queue off forces the compute queue.
 TEST(VkDevice, UploadUsesTheTransferOnlyQueueFamilyWhereThereIsOne) {
   test::enable_validation();
   const uint64_t errors = vk::Device::validation_errors();
   for (const bool forced_off : {false, true}) {
-    if (forced_off) setenv("RWKVD_VK_TRANSFER_QUEUE", "0", 1);
-    vk::Device dev;
-    unsetenv("RWKVD_VK_TRANSFER_QUEUE");
+    vk::Device dev([&](vk::Tuning& t) { t.transfer_queue = !forced_off; });
     uint32_t n = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(dev.physical(), &n, nullptr);
     std::vector<VkQueueFamilyProperties> fams(n);
@@ -121,7 +119,7 @@ TEST(VkDevice, UploadUsesTheTransferOnlyQueueFamilyWhereThereIsOne) {
       return (f.queueFlags & VK_QUEUE_TRANSFER_BIT) &&
              !(f.queueFlags & (VK_QUEUE_COMPUTE_BIT | VK_QUEUE_GRAPHICS_BIT));
     });
-    SCOPED_TRACE(forced_off ? "RWKVD_VK_TRANSFER_QUEUE=0" : "default");
+    SCOPED_TRACE(forced_off ? "no transfer queue" : "default");
     EXPECT_EQ(dev.dedicated_transfer(), exists && !forced_off);
     if (dev.dedicated_transfer()) {
       const VkQueueFlags f = fams[dev.transfer_family()].queueFlags;
@@ -143,9 +141,7 @@ TEST_F(VkUpload, ComputeQueueUploadGivesTheSameResult) {
   const std::vector<int32_t> toks{34, 105, 110, 7};
   std::vector<float> results[2];
   for (const bool forced_off : {false, true}) {
-    if (forced_off) setenv("RWKVD_VK_TRANSFER_QUEUE", "0", 1);
-    auto b = test::gpu(model);
-    unsetenv("RWKVD_VK_TRANSFER_QUEUE");
+    auto b = test::gpu(model, 256, 1, [&](vk::Tuning& t) { t.transfer_queue = !forced_off; });
     results[forced_off] = test::run_one(*b, toks, OutputMode::kAllLogits);  // while uploading
     b->wait_resident();
   }

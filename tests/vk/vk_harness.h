@@ -45,14 +45,22 @@ inline void keep_driver_loaded() {
 
 class VkRig {
  public:
-  VkRig() {
+  // patch: a change to the device's tuning (engine/vk/tuning.h), e.g. no subgroups.
+  explicit VkRig(const engine::vk::TuningPatch& patch = {}) {
     keep_driver_loaded();
     enable_validation();
-    dev = std::make_unique<engine::vk::Device>();
+    dev = std::make_unique<engine::vk::Device>(patch);
     pipes = std::make_unique<engine::vk::Pipelines>(*dev);
     kernels = std::make_unique<engine::vk::Kernels>(*dev, *pipes);
     cmds = std::make_unique<engine::vk::Commands>(*dev);
     fresh_sets();
+  }
+
+  // Kernels of the device's tuning changed by `patch` (a kernel variant).
+  void retune(const engine::vk::TuningPatch& patch) {
+    engine::vk::Tuning t = dev->tuning();
+    patch(t);
+    kernels = std::make_unique<engine::vk::Kernels>(dev->profile(), t, pipes.get());
   }
 
   // A new pool of descriptor sets (the old one's sets are gone): for tests that make more than

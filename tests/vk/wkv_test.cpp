@@ -19,6 +19,8 @@ namespace rwkvd::test {
 namespace {
 
 using engine::vk::Device;
+using engine::vk::Tuning;
+using engine::vk::TuningPatch;
 
 float sigm(float x) {
   return 1.0f / (1.0f + std::exp(-x));
@@ -38,17 +40,17 @@ struct WkvResult {
 
 // Runs wkv over two heads of size N for `seqs` (their slots holding a random starting state;
 // with lora, wkv does the LoRA up products of ranks {32, 24, 16, 64} itself) in a fresh rig
-// (environment knobs as the caller set them) and checks y, v_first, the new states and y's int8
-// form against a CPU loop over the README's per-token math. With y_half (where
+// (its tuning changed by `patch`: the kernel variant) and checks y, v_first, the new states and y's
+// int8 form against a CPU loop over the README's per-token math. With y_half (where
 // Kernels::wkv_writes_h16) y comes out as its fp16 form alone, checked to fp16's rounding.
 // half_up: bit b, LoRA up weight b (w2, a2, g2, v2) is F16 (kWkvLoraHalf), as F16 files hold
 // a2, g2 and v2.
-WkvResult run_and_check(const Seqs& seqs, uint32_t N, uint32_t layer0, bool lora,
-                        bool want_q8 = true, bool y_half = false, uint32_t half_up = 0) {
+WkvResult run_and_check(const TuningPatch& patch, const Seqs& seqs, uint32_t N, uint32_t layer0,
+                        bool lora, bool want_q8 = true, bool y_half = false, uint32_t half_up = 0) {
   const uint32_t H = 2, T = seqs.tokens(), B = static_cast<uint32_t>(seqs.slot.size());
   const uint32_t D = H * N, layer_floats = (N + 2) * D;
   const uint32_t n_slots = *std::max_element(seqs.slot.begin(), seqs.slot.end()) + 1;
-  VkRig rig;
+  VkRig rig(patch);
   // LoRA ranks (w, a, v, g) for the lora runs: several weight vec4 per lane of phase L.
   const uint32_t rank[4] = {32, 24, 16, 64};
   const uint32_t rank_sum = rank[0] + rank[1] + rank[2] + rank[3];
@@ -235,17 +237,16 @@ TEST(VkWkv, MatchesCpuRecurrence) {
                  std::to_string(layer0) + " head size " + std::to_string(N) +
                  (lora ? " LoRA up inside" : "") + (half_up != 0 ? " (F16 weights)" : "") +
                  (longv ? " long-chunk variant" : "") + (y_half ? " y in fp16" : ""));
-    if (portable) setenv("RWKVD_VK_WKV_PORTABLE", "1", 1);
-    // Run 5: the default (8 where it fits).
-    if (run == 6 || run == 9) setenv("RWKVD_VK_WKV_LANES", "4", 1);
-    // The long-chunk variant at these 23 tokens: 16 invocations a channel, 12-token blocks.
-    if (longv) setenv("RWKVD_VK_WKV_LONG_T", "1", 1);
-    if (longv) setenv("RWKVD_VK_WKV_LONG_BLOCK", "12", 1);
-    run_and_check(seqs, N, layer0, lora, true, y_half, half_up);
-    for (const char* v : {"RWKVD_VK_WKV_PORTABLE", "RWKVD_VK_WKV_LANES", "RWKVD_VK_WKV_LONG_T",
-                          "RWKVD_VK_WKV_LONG_BLOCK"}) {
-      unsetenv(v);
-    }
+    const auto variant = [&](Tuning& t) {
+      t.wkv_portable = portable;
+      if (run == 6 || run == 9) t.wkv_lanes = 4;  // run 5: the default (8 where it fits)
+      if (longv) {  // the long-chunk variant at these 23 tokens: 16 lanes a channel, 12-token
+                    // blocks
+        t.wkv_long_t = 1;
+        t.wkv_long_block = 12;
+      }
+    };
+    run_and_check(variant, seqs, N, layer0, lora, true, y_half, half_up);
     if (HasFailure()) return;
   }
 }
@@ -277,25 +278,26 @@ TEST(VkWkv, GroupsOfOneTokenSequences) {
     seqs.n.push_back(1);
   }
   for (const uint32_t layer0 : {0u, 1u}) {
-    for (const char* lanes : {"8", "4"}) {
-      setenv("RWKVD_VK_WKV_LANES", lanes, 1);
-      setenv("RWKVD_VK_WKV_GROUP", "1", 1);
-      const WkvResult one = run_and_check(seqs, 64, layer0, true);
+    for (const uint32_t lanes : {8u, 4u}) {
+      const auto grouping = [&](uint32_t group) {
+        return [=](Tuning& t) {
+          t.wkv_lanes = lanes;
+          t.wkv_group = group;
+        };
+      };
+      const WkvResult one = run_and_check(grouping(1), seqs, 64, layer0, true);
       if (HasFailure()) return;
       if (one.act.empty()) GTEST_SKIP() << "this device's wkv does not do the LoRA up products";
-      for (const char* group : {"2", "8"}) {
-        SCOPED_TRACE(std::string("groups of at most ") + group + ", " + lanes +
+      for (const uint32_t group : {2u, 8u}) {
+        SCOPED_TRACE("groups of at most " + std::to_string(group) + ", " + std::to_string(lanes) +
                      " invocations a channel, layer0 " + std::to_string(layer0));
-        setenv("RWKVD_VK_WKV_GROUP", group, 1);
-        const WkvResult grouped = run_and_check(seqs, 64, layer0, true);
+        const WkvResult grouped = run_and_check(grouping(group), seqs, 64, layer0, true);
         if (HasFailure()) return;
         expect_same(grouped.act, one.act, "activations");
         expect_same(grouped.state, one.state, "states");
       }
     }
   }
-  unsetenv("RWKVD_VK_WKV_LANES");
-  unsetenv("RWKVD_VK_WKV_GROUP");
 }
 
 // A long chunk on wkv_long.comp (phases A and B pipelined, then wkv_out.comp), its heads' state
@@ -305,26 +307,31 @@ TEST(VkWkv, GroupsOfOneTokenSequences) {
 TEST(VkWkv, LongChunksPipelinedAndInRowSlices) {
   const Seqs seqs{{1, 0}, {0, 3}, {3, 40}};  // 43 tokens: four 12-token blocks, the last partial
   const uint32_t N = 64, T = seqs.tokens(), D = 2 * N;
-  setenv("RWKVD_VK_WKV_LONG_T", "1", 1);
-  setenv("RWKVD_VK_WKV_LONG_BLOCK", "12", 1);
+  // Every chunk long, 12-token blocks; wkv_sg.comp's long variant, or wkv_long.comp in slices.
+  const auto long_chunks = [](bool pipelined, uint32_t slices) {
+    return [=](Tuning& t) {
+      t.wkv_long_t = 1;
+      t.wkv_long_block = 12;
+      t.wkv_pipelined = pipelined;
+      t.wkv_slices = slices;
+    };
+  };
   const auto vf_y = [&](const WkvResult& r) {  // act regions [T][D] 7 and 8: v_first and y
     return std::vector<float>(r.act.begin() + 7 * T * D, r.act.begin() + 9 * T * D);
   };
   for (const uint32_t layer0 : {0u, 1u}) {
-    setenv("RWKVD_VK_WKV_PIPELINED", "0", 1);
-    const WkvResult one = run_and_check(seqs, N, layer0, false, false);
+    const WkvResult one = run_and_check(long_chunks(false, 0), seqs, N, layer0, false, false);
     if (HasFailure()) break;
-    setenv("RWKVD_VK_WKV_PIPELINED", "1", 1);
-    for (const char* slices : {"1", "2", "4", "8"}) {
-      SCOPED_TRACE(std::string("wkv_long.comp, ") + slices + " row slices, layer0 " +
+    for (const uint32_t slices : {1u, 2u, 4u, 8u}) {
+      SCOPED_TRACE("wkv_long.comp, " + std::to_string(slices) + " row slices, layer0 " +
                    std::to_string(layer0));
-      setenv("RWKVD_VK_WKV_SLICES", slices, 1);
-      const WkvResult got = run_and_check(seqs, N, layer0, false, false);
+      const auto variant = long_chunks(true, slices);
+      const WkvResult got = run_and_check(variant, seqs, N, layer0, false, false);
       if (HasFailure()) break;
       expect_same(vf_y(got), vf_y(one), "v_first and y");
       expect_same(got.state, one.state, "states");
       // y's fp16 form alone (kWkvYHalf, for the output product), where this device can.
-      const WkvResult half = run_and_check(seqs, N, layer0, false, false, true);
+      const WkvResult half = run_and_check(variant, seqs, N, layer0, false, false, true);
       if (HasFailure()) break;
       if (half.state.empty()) {
         std::printf("[ y fp16   ] this device's wkv writes no fp16 form of y\n");
@@ -332,10 +339,6 @@ TEST(VkWkv, LongChunksPipelinedAndInRowSlices) {
         expect_same(half.state, one.state, "states, y in fp16");
       }
     }
-  }
-  for (const char* v : {"RWKVD_VK_WKV_LONG_T", "RWKVD_VK_WKV_LONG_BLOCK", "RWKVD_VK_WKV_SLICES",
-                        "RWKVD_VK_WKV_PIPELINED"}) {
-    unsetenv(v);
   }
 }
 

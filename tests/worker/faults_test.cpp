@@ -65,8 +65,8 @@ TEST_F(FaultTest, EvictedSessionWhoseRestoreFailsKeepsNoSlot) {
     sessions.push_back(c->session_open());
     c->session_feed(sessions.back(), Input{"state " + std::to_string(i), {}});
   }
-  // Sessions 0 and 1 now live on the host (least recently used). Free a slot, so restoring
-  // session 0 takes it without an eviction, and make that restore fail.
+  // The first two sessions now live on the host (least recently used). Free a slot, so restoring
+  // the first takes it without an eviction, and make that restore fail.
   c->session_close(sessions.back());
   sessions.pop_back();
   faulty_->fail_state_io = 1;
@@ -123,12 +123,52 @@ class BlackHole {
   zmq::socket_t sock_;
 };
 
+// A client fails at once, naming the endpoint and how to start a worker, where there is none:
+// no socket file, or a socket that never answers the hello.
+TEST_F(FaultTest, ClientSaysThereIsNoWorkerWithinASecond) {
+  dir_ = std::filesystem::temp_directory_path() / ("rwkvd-nw-" + protocol::random_hex(4));
+  std::filesystem::create_directories(dir_);
+  const std::string ep = "ipc://" + (dir_ / "w.sock").string();
+  const auto no_worker = [&](const char* what) {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      client::Client c(ep, std::chrono::seconds(60));
+      ADD_FAILURE() << "connected to nothing";
+    } catch (const client::NoWorkerError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(what), std::string::npos) << msg;
+      EXPECT_NE(msg.find(ep), std::string::npos) << msg;
+      EXPECT_NE(msg.find("rwkvd serve --model FILE.gguf"), std::string::npos) << msg;
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(8));  // not 60 s
+  };
+  no_worker("there is no socket");
+  BlackHole hole(ep);  // it shakes hands, then says nothing: 3 s (connect.h)
+  no_worker("did not answer");
+}
+
 TEST_F(FaultTest, ClientTimesOutOnAStuckWorkerThenReconnectsToANewOne) {
   RWKVD_FIXTURE(model, kTiny);
   dir_ = std::filesystem::temp_directory_path() / ("rwkvd-bh-" + protocol::random_hex(4));
   std::filesystem::create_directories(dir_);
   const std::string ep = "ipc://" + (dir_ / "w.sock").string();
+  const auto serve = [&] {
+    worker::ServeOptions opt;
+    opt.endpoint = ep;
+    engine::BackendOptions bo;
+    bo.n_slots = 2;
+    bo.n_threads = 1;
+    server_ = std::make_unique<worker::Server>(
+        engine::make_cpu_backend(engine::Rwkv7Model::load(model.string()), bo),
+        std::make_shared<ByteCodec>(), opt, worker::ModelInfo{"test", model.string(), 0});
+    server_->bind();
+    thread_ = std::thread([this] { server_->run(); });
+  };
+  serve();
   auto c = std::make_unique<client::Client>(ep, std::chrono::milliseconds(300));
+  server_->request_stop();
+  thread_.join();
+  server_.reset();
   {
     BlackHole hole(ep);
     const auto t0 = std::chrono::steady_clock::now();
@@ -136,16 +176,7 @@ TEST_F(FaultTest, ClientTimesOutOnAStuckWorkerThenReconnectsToANewOne) {
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));  // no hang
   }
   std::filesystem::remove(dir_ / "w.sock");
-  worker::ServeOptions opt;
-  opt.endpoint = ep;
-  engine::BackendOptions bo;
-  bo.n_slots = 2;
-  bo.n_threads = 1;
-  server_ = std::make_unique<worker::Server>(
-      engine::make_cpu_backend(engine::Rwkv7Model::load(model.string()), bo),
-      std::make_shared<ByteCodec>(), opt, worker::ModelInfo{"test", model.string(), 0});
-  server_->bind();
-  thread_ = std::thread([this] { server_->run(); });
+  serve();
   // The same client object, no reconnect call: its next request reaches the new worker, and it
   // maps the new worker's ring.
   const client::Tensor t = c->embed({Input{"after", {}}});

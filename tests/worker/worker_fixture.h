@@ -78,8 +78,7 @@ class WorkerTest : public ::testing::Test {
            ("rwkvd-test-" + std::to_string(::getpid()) + "-" + protocol::random_hex(4));
     std::filesystem::create_directories(dir_);
     std::filesystem::permissions(dir_, std::filesystem::perms::owner_all);
-    opt.endpoint = "ipc://" + (dir_ / "w.sock").string();
-    endpoint_ = opt.endpoint;
+    if (opt.endpoint.empty()) opt.endpoint = "ipc://" + (dir_ / "w.sock").string();
     engine::BackendOptions bo;
     bo.n_slots = 8;
     bo.n_threads = 2;
@@ -89,6 +88,7 @@ class WorkerTest : public ::testing::Test {
     server_ = std::make_unique<worker::Server>(std::move(backend), codec_, opt,
                                                worker::ModelInfo{"test", model.string(), 0});
     server_->bind();
+    endpoint_ = server_->endpoint();  // a tcp port of "*" resolved
     thread_ = std::thread([this] { server_->run(); });
     engine::BackendOptions ro;
     ro.n_slots = 2;

@@ -19,13 +19,16 @@ Requires-Dist: pyzmq
 Requires-Dist: numpy
 Requires-Dist: msgpack
 """
+# The console script: the client commands of `python -m rwkvd` (named apart from the C++
+# binary `rwkvd`, which it must not shadow on PATH).
+ENTRY_POINTS = "[console_scripts]\nrwkvd-client = rwkvd.cli:main\n"
 WHEEL = "Wheel-Version: 1.0\nGenerator: rwkvd_build\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
 
 
 def _sources():
     pkg = os.path.join(ROOT, NAME)
     for name in sorted(os.listdir(pkg)):
-        if name.endswith(".py"):
+        if name.endswith(".py") or name == "py.typed":  # py.typed: the package is typed
             yield f"{NAME}/{name}", os.path.join(pkg, name)
 
 
@@ -42,7 +45,8 @@ def _write_wheel(wheel_directory, files):
         for arc, data in files:
             zf.writestr(arc, data)
             records.append(_record_line(arc, data))
-        for arc, text in ((f"{DIST_INFO}/METADATA", METADATA), (f"{DIST_INFO}/WHEEL", WHEEL)):
+        for arc, text in ((f"{DIST_INFO}/METADATA", METADATA), (f"{DIST_INFO}/WHEEL", WHEEL),
+                          (f"{DIST_INFO}/entry_points.txt", ENTRY_POINTS)):
             zf.writestr(arc, text)
             records.append(_record_line(arc, text.encode()))
         records.append(f"{DIST_INFO}/RECORD,,")

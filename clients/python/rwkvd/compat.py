@@ -17,8 +17,9 @@ through an `EmbeddingCache`.
 
 Arrays returned here view the worker's shared-memory ring when they came back in one reply
 (read-only, zero copy, the ring lease released when they are garbage-collected); results
-assembled from several chunks are ordinary arrays. Copy anything kept for longer than the
-worker's lease timeout (2 minutes by default), e.g. `state.copy()`.
+assembled from several chunks are ordinary arrays. Either kind keeps its bytes for as long as it
+lives. Code that writes into a result (web_rwkv_py gave lists: `logits[0] = -inf`,
+`E /= norm`) takes a writable copy first: `np.array(x)` (`state.copy()` for a BackedState).
 
 `token_chunk_size` is the number of tokens sent per request: a prompt is fed to the session in
 chunks of at most that many tokens (capped by the worker's `max_tokens`, and for all-position
@@ -37,6 +38,7 @@ from typing import (Any, Dict, Hashable, Iterable, List, Optional, Sequence, Tup
 import numpy as np
 
 from .client import Client, Session
+from .errors import ClosedError, InvalidArgument
 
 __all__ = ["Model", "Runner", "RnnOption", "StateDevice", "ModelInfo", "BackedState",
            "EmbeddingCache", "DEFAULT_TOKEN_CHUNK_SIZE"]
@@ -65,7 +67,7 @@ class RnnOption(enum.Enum):
             for o in cls:
                 if option in (o.name, o.value) or option.lower() == o.name.lower():
                     return o
-        raise ValueError(f"unknown option {option!r}; use one of {[o.name for o in cls]}")
+        raise InvalidArgument(f"unknown option {option!r}; use one of {[o.name for o in cls]}")
 
     @property
     def all_positions(self) -> bool:
@@ -123,7 +125,7 @@ class BackedState:
         return self._array.reshape(-1).tolist() if flat else self._array.tolist()
 
     def copy(self) -> "BackedState":
-        """An owned copy, safe to keep past the worker's lease timeout."""
+        """An owned, writable copy."""
         return BackedState(np.array(self._array, dtype=np.float32, copy=True))
 
     deep_clone = copy  # web_rwkv_py's spelling
@@ -158,7 +160,7 @@ class BackedState:
 def _token_list(tokens: Tokens) -> List[int]:
     out = [int(t) for t in (tokens.reshape(-1) if isinstance(tokens, np.ndarray) else tokens)]
     if not out:
-        raise ValueError("input tokens cannot be empty")
+        raise InvalidArgument("input tokens cannot be empty")
     return out
 
 
@@ -173,7 +175,7 @@ class EmbeddingCache:
 
     def __init__(self, max_bytes: int = 64 << 20, max_entries: int = 4096) -> None:
         if max_bytes <= 0 or max_entries <= 0:
-            raise ValueError("max_bytes and max_entries must be positive")
+            raise InvalidArgument("max_bytes and max_entries must be positive")
         self.max_bytes = int(max_bytes)
         self.max_entries = int(max_entries)
         self._items: "collections.OrderedDict[Hashable, np.ndarray]" = collections.OrderedDict()
@@ -252,30 +254,33 @@ class Runner:
     """A worker session driven like web_rwkv_py's model: run, back_state, load_state, embed.
 
     Args:
-        source: a `Client` to share (not closed by this runner), another Runner/Model (its
-            client is shared), an endpoint string, or None for the default endpoint (then the
-            runner owns its client and closes it).
+        endpoint: a `Client` to share (not closed by this runner), another Runner/Model (its
+            client is shared), an endpoint string ("ipc://PATH", "tcp://HOST:PORT"), or None for
+            the default endpoint (then the runner owns its client and closes it). A model file
+            is not an endpoint: the worker loads it (`rwkvd serve --model FILE`); BadEndpoint
+            says so.
         state: the initial state (a BackedState, an array or a list); zeros by default.
         token_chunk_size: the default number of tokens per request (see the module doc).
         cache: an EmbeddingCache used by `embed` and `embed_batch`.
         timeout, use_shm: passed to the Client when the runner creates one.
 
-    A Runner is not thread-safe (neither is its Client). Close it (or use `with`) to free the
+    Calls from several threads take turns on its Client; a Runner's state is one sequence, so
+    two threads running it interleave their tokens. Close it (or use `with`) to free the
     worker session; an abandoned one is reclaimed after the worker's session idle time.
     """
 
-    def __init__(self, source: Union[Client, "Runner", str, None] = None, *,
+    def __init__(self, endpoint: Union[Client, "Runner", str, None] = None, *,
                  state: Union["BackedState", np.ndarray, Sequence[Any], None] = None,
                  token_chunk_size: int = DEFAULT_TOKEN_CHUNK_SIZE,
                  cache: Optional[EmbeddingCache] = None, timeout: float = 60.0,
                  use_shm: bool = True) -> None:
-        if isinstance(source, Runner):
-            source = source.client
-        if isinstance(source, Client):
-            self.client = source
+        if isinstance(endpoint, Runner):
+            endpoint = endpoint.client
+        if isinstance(endpoint, Client):
+            self.client = endpoint
             self._owns_client = False
         else:
-            self.client = Client(source, timeout=timeout, use_shm=use_shm)
+            self.client = Client(endpoint, timeout=timeout, use_shm=use_shm)
             self._owns_client = True
         self.token_chunk_size = self._check_chunk(token_chunk_size)
         self.cache = cache
@@ -324,7 +329,7 @@ class Runner:
     def session(self) -> Session:
         """The worker session holding this runner's state."""
         if self._session is None:
-            raise ValueError("this runner is closed")
+            raise ClosedError("this runner is closed")
         return self._session
 
     # ---- state ----
@@ -351,7 +356,7 @@ class Runner:
         arr = state.to_numpy() if isinstance(state, BackedState) else np.asarray(state,
                                                                                   np.float32)
         if arr.size != self._state_floats:
-            raise ValueError(f"a state has {self._state_floats} floats "
+            raise InvalidArgument(f"a state has {self._state_floats} floats "
                              f"{self._state_shape}; got {arr.size}")
         return arr
 
@@ -363,7 +368,7 @@ class Runner:
             return DEFAULT_TOKEN_CHUNK_SIZE
         n = int(token_chunk_size)
         if n < 1:
-            raise ValueError(f"token_chunk_size must be >= 1, not {token_chunk_size}")
+            raise InvalidArgument(f"token_chunk_size must be >= 1, not {token_chunk_size}")
         return n
 
     def chunk_size(self, token_chunk_size: Optional[int] = None,
@@ -470,7 +475,7 @@ class Runner:
         items: List[Union[str, List[int]]] = [
             t if isinstance(t, str) else _token_list(t) for t in inputs]
         if not items:
-            raise ValueError("embed_batch needs at least one input")
+            raise InvalidArgument("embed_batch needs at least one input")
         if not last_only:
             return [self.embed(t, token_chunk_size, last_only=False) for t in items]
         n = self.chunk_size(token_chunk_size, RnnOption.EmbedLast)
@@ -528,6 +533,12 @@ class Runner:
         if self._owns_client:
             self.client.close()
             self._owns_client = False
+
+    def __repr__(self) -> str:
+        where = "closed" if self._session is None else f"session={self._session.id}"
+        i = self._info
+        return (f"{type(self).__name__}({where}, endpoint={self.client.endpoint!r}, "
+                f"num_layer={i.num_layer}, num_emb={i.num_emb}, num_vocab={i.num_vocab})")
 
     def __enter__(self) -> "Runner":
         return self

@@ -57,3 +57,43 @@ class RequestTimeout(RwkvdError, TimeoutError):
 
 class ProtocolViolation(RwkvdError):
     """The worker sent something this client cannot understand."""
+
+
+class InvalidArgument(RwkvdError, ValueError):
+    """An argument the client refuses before sending anything (also a ValueError)."""
+
+
+class BadEndpoint(InvalidArgument):
+    """The endpoint is not "ipc://PATH" or "tcp://HOST:PORT" (or ZeroMQ refused it)."""
+
+
+class ClosedError(RwkvdError):
+    """A Client, Session or compat Runner was used after its close()."""
+
+
+class WrongProcess(RwkvdError):
+    """A client made before fork() was used in the child. ZeroMQ sockets do not survive fork:
+    make a new client in the child (sessions belong to the parent's client; share them by
+    token with Session.share() and Client.fork_shared())."""
+
+
+class WrongLoop(RwkvdError):
+    """An AsyncClient was used from an event loop other than the one it first ran in."""
+
+
+class TransportError(RwkvdError):
+    """ZeroMQ failed to send or receive on the client's socket."""
+
+
+class NoWorker(RwkvdError, ConnectionError):
+    """No worker at the endpoint: no socket file, or no answer to a hello within a second. The
+    message names the endpoint and how to start a worker."""
+
+
+class UnsafeEndpoint(RwkvdError, PermissionError):
+    """The endpoint's socket, or a directory on its way, is another user's or writable by others:
+    a socket there could be an impostor's, so the client refuses to connect."""
+
+
+class CurveKeyError(RwkvdError):
+    """A tcp endpoint needs CURVE keys (docs/THREAT_MODEL.md) and they are missing or unusable."""
