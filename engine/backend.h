@@ -2,6 +2,7 @@
 // The engine's face to the worker and tools: run a batch of sequences, each with its own state
 // slot and its own new tokens, and read/write/copy those slots. Two implementations: cpu (the
 // reference) and vk (Vulkan). Neither knows anything of networking.
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -21,9 +22,15 @@ enum class OutputMode : uint8_t {
   kAllEmbeddings,  // [n_tokens, n_embd]
   // [1]: the id of the last token's largest logit (engine::argmax: the lowest id on ties), as
   // a float (exact: vocabularies are far below 2^24). A greedy pick without the logits row
-  // leaving the device (256 KB for a 65536-token vocabulary, every decode step).
+  // leaving the device (256 KB for a 65536-token vocabulary, every decode step). -1 where that
+  // logit is not finite (argmax_output): no token can be told from such a row.
   kLastArgmax,
 };
+
+// kLastArgmax's value for a row whose largest logit is `best` at `id`.
+inline float argmax_output(int32_t id, float best) {
+  return std::isfinite(best) ? static_cast<float>(id) : -1.0f;
+}
 
 // Whether the mode's rows go through the head (logits, or their argmax).
 inline bool goes_through_head(OutputMode m) {

@@ -2,6 +2,8 @@
 #include "protocol/codec.h"
 
 #include <msgpack.hpp>
+#include <optional>
+#include <string_view>
 
 #include "protocol/messages.h"
 
@@ -121,6 +123,43 @@ std::string encode(const Value& v) {
   std::string out;
   encode_to(v, out);
   return out;
+}
+
+namespace {
+
+// Follows the parse to the top-level map's "id" and stops there (a false return ends it).
+struct IdFinder : msgpack::v2::null_visitor {
+  static constexpr int kMaxDepth = 64;
+  int depth = 0;
+  bool at_key = false, key_is_id = false;
+  std::optional<uint64_t> id;
+  bool start_map(uint32_t) { return ++depth <= kMaxDepth; }
+  bool end_map() { return --depth, true; }
+  bool start_array(uint32_t) { return ++depth <= kMaxDepth; }
+  bool end_array() { return --depth, true; }
+  bool start_map_key() { return at_key = depth == 1, true; }
+  bool end_map_key() { return at_key = false, true; }
+  bool visit_str(const char* v, uint32_t size) {
+    if (at_key) key_is_id = std::string_view(v, size) == "id";
+    return true;
+  }
+  bool visit_positive_integer(uint64_t v) {
+    if (depth == 1 && !at_key && key_is_id) id = v;
+    return !id.has_value();
+  }
+  bool end_map_value() { return key_is_id = depth == 1 ? false : key_is_id, true; }
+};
+
+}  // namespace
+
+uint64_t peek_id(std::string_view bytes) {
+  IdFinder f;
+  size_t off = 0;
+  try {
+    (void)msgpack::v2::parse(bytes.data(), bytes.size(), off, f);
+  } catch (const std::exception&) {  // what it had found by then stands
+  }
+  return f.id.value_or(0);
 }
 
 Value decode(std::string_view bytes, const DecodeLimits& limits) {

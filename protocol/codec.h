@@ -26,4 +26,9 @@ void encode_to(const Value& v, std::string& out);
 // types, non-string map keys, duplicate keys or a limit exceeded.
 Value decode(std::string_view bytes, const DecodeLimits& limits = {});
 
+// The uint under key "id" of the top-level map `bytes` holds, where a scan finds one before
+// anything it cannot read; 0 otherwise. Nothing is built: for the error reply to a message that
+// decode() refuses (too large, nested too deeply), so that it still names its request.
+uint64_t peek_id(std::string_view bytes);
+
 }  // namespace rwkvd::protocol

@@ -12,6 +12,15 @@
 namespace rwkvd::protocol {
 namespace {
 
+// At most the first 32 bytes of a string a client sent, for an error message: a reply never
+// echoes a whole field back (an unknown op of megabytes).
+std::string excerpt(const std::string& s) {
+  if (s.size() <= 32) return s;
+  size_t n = 32;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // whole characters
+  return s.substr(0, n) + "...";
+}
+
 struct OpInfo {
   Op op;
   const char* name;
@@ -341,7 +350,7 @@ Request parse_request(const Value& msg, const Limits& lim, ShmStates shm_states)
     const Value* opv = msg.find("op");
     if (opv == nullptr) fail(ErrorCode::kMissingField, "missing field 'op'");
     const auto op = op_from_name(opv->as_str("op"));
-    if (!op) fail(ErrorCode::kUnknownOp, "unknown op '" + opv->as_str() + "'");
+    if (!op) fail(ErrorCode::kUnknownOp, "unknown op '" + excerpt(opv->as_str()) + "'");
     req.op = *op;
     const auto& allowed = info_of(req.op).fields;
     for (const auto& [key, unused] : msg.as_map()) {
@@ -473,7 +482,7 @@ Request parse_request(const Value& msg, const Limits& lim, ShmStates shm_states)
     if (const Value* o = msg.find("output")) {
       const auto out = output_from_name(o->as_str("output"));
       if (!out) {
-        fail(ErrorCode::kBadValue, "output '" + o->as_str() +
+        fail(ErrorCode::kBadValue, "output '" + excerpt(o->as_str()) +
                                        "' is not one of last_logits, all_logits, last_embedding, "
                                        "all_embeddings");
       }
@@ -504,7 +513,7 @@ Request decode_request(std::string_view bytes, const Limits& lim, ShmStates shm_
   try {
     msg = decode(bytes, lim.decode_limits());
   } catch (const ProtocolError& e) {
-    throw RequestError(e, 0);
+    throw RequestError(e, peek_id(bytes));
   }
   return parse_request(msg, lim, shm_states);
 }
@@ -580,12 +589,15 @@ namespace {
 // No NaN or infinity: no value with every exponent bit set. Without a branch a value the
 // compiler vectorises it: a 2.9B state (5.4M floats) in ~0.8 ms where std::isfinite with an
 // early exit took ~1.5 on the server thread, for every request that carries one.
-bool all_finite(std::span<const float> v) {
+// Bounded too: a value of magnitude 2^64 (1.8e19) or more is finite but its square is not, and
+// the engine's norms square what the state gives them, so such a state answers NaN logits.
+bool all_bounded(std::span<const float> v) {
+  constexpr uint32_t kExponent = 0x7f800000u, kTooLarge = (127u + 64u) << 23;  // 2^64
   uint32_t special = 0;
   for (const float f : v) {
     uint32_t w;
     std::memcpy(&w, &f, sizeof w);
-    special |= (w & 0x7f800000u) == 0x7f800000u ? 1u : 0u;
+    special |= (w & kExponent) >= kTooLarge ? 1u : 0u;
   }
   return special == 0;
 }
@@ -601,8 +613,9 @@ void validate_for_model(const Request& req, const ModelShape& shape, const Limit
   }
   // A state of the right length from elsewhere (another dtype, garbage) usually shows itself by
   // NaN or infinite values, which would poison every token after it.
-  if (req.state && !all_finite(*req.state)) {
-    fail(ErrorCode::kBadState, "state holds NaN or infinite values");
+  if (req.state && !all_bounded(*req.state)) {
+    fail(ErrorCode::kBadState,
+         "state holds NaN, infinite or huge values (magnitude 2^64 = 1.8e19 or more)");
   }
   if (req.sampling.top_k > shape.n_vocab) {
     fail(ErrorCode::kBadValue, "top_k = " + std::to_string(req.sampling.top_k) +

@@ -216,10 +216,19 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-leases-per-client", a->opt.max_leases_per_client,
                   "ring leases one client may hold (then tensors come inline)")
       ->capture_default_str();
+  cmd->add_option("--fair-quantum-steps", a->opt.fair_quantum_steps,
+                  "with more clients waiting than slots, a generation yields its slot after this "
+                  "many steps (0: only a client over its fair part yields)")
+      ->capture_default_str();
   cmd->add_option("--client-queue", a->opt.client_queue,
                   "replies queued for one client; a client that lets it fill is dropped")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1000000u));
+  cmd->add_option("--client-queue-bytes", a->opt.client_queue_bytes,
+                  "bytes of replies queued for one client; a reply past it is dropped for an "
+                  "error (quota_exceeded)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1} << 16, uint64_t{1} << 40));
   cmd->callback([a] { run_serve(*a); });
 }
 

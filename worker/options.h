@@ -20,9 +20,13 @@ struct ServeOptions {
   // joining one step after another; forks and opens that come meanwhile run at once. 0: start
   // at once.
   uint32_t join_window_us = 250;
-  uint32_t prefill_chunk = 128;             // prompt tokens per sequence per generation step
-  uint32_t prefill_chunk_alone = 1024;      // ... when no other sequence has work (nobody waits)
-  uint32_t step_token_budget = 1024;        // prompt tokens per generation step, all sequences
+  uint32_t prefill_chunk = 128;         // prompt tokens per sequence per generation step
+  uint32_t prefill_chunk_alone = 1024;  // ... when no other sequence has work (nobody waits)
+  uint32_t step_token_budget = 1024;    // prompt tokens per generation step, all sequences
+  // Fair scheduling: with more clients waiting than slots, a task yields its slot to a waiting
+  // client after this many steps (Scheduler::share_slots). 0: only a client over its fair part
+  // of the slots yields.
+  uint32_t fair_quantum_steps = 64;
   uint32_t max_queue = 4096;                // queued requests before replying busy
   uint32_t session_idle_s = 900;            // sessions unused this long are closed
   uint64_t prefix_cache_bytes = 64u << 20;  // 0 disables the prefix cache
@@ -43,6 +47,10 @@ struct ServeOptions {
   // fills has stopped reading: its work is dropped (it keeps its leases), so its replies cannot
   // pile up in the worker's memory.
   uint32_t client_queue = 1000;
+  // ... and bytes of replies queued for one client. A reply that would take a client past it
+  // (with others still queued) is dropped and an error for its id (quota_exceeded) goes in its
+  // place, so a client that does not read costs at most this plus one reply.
+  uint64_t client_queue_bytes = 128u << 20;
   // On Server::request_drain(): no new engine work; what is queued or running finishes for up
   // to this many seconds, then the worker stops. 0: request_drain() stops at once.
   uint32_t drain_s = 0;

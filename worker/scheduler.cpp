@@ -61,6 +61,13 @@ struct Scheduler::Task {
   // This step:
   size_t take = 0;
   bool feeding_pending = false;
+  // Fair scheduling (share_slots): a preempted task has given its slot up and waits again, its
+  // state in its session's host copy or, stateless, in saved_state; steps_run counts the steps
+  // it has taken since it last got a slot.
+  bool preempted = false;
+  std::vector<float> saved_state;
+  uint64_t steps_run = 0;
+  bool holds_slot() const { return kind != Kind::kControl; }
 };
 
 engine::OutputMode Scheduler::next_token_mode(const Task& t) {
@@ -205,12 +212,12 @@ void Scheduler::accept(Job job) {
       break;
     case Op::kForward: {
       t->kind = Task::Kind::kForward;
-      // Validated against max_message_bytes by the server: reserving it is bounded.
+      // Its rows are reserved once it runs (admit()), not while it waits: a client's queued
+      // forwards would hold their output memory (up to max_message_bytes each) meanwhile.
       const protocol::ModelShape shape{backend_.hparams().n_vocab, 0, backend_.hparams().n_embd};
       const auto [rows, cols] =
           protocol::output_shape(job.req.output, job.req.inputs.front().tokens.size(), shape);
       t->embedding.shape = {static_cast<int64_t>(rows), static_cast<int64_t>(cols)};
-      t->embedding.data.reserve(rows * cols);
       break;
     }
     default:
@@ -313,11 +320,28 @@ bool Scheduler::settle(Session& s) {
 }
 
 bool Scheduler::try_admit(Task& t) {
-  if (t.cancelled) {
-    if (!t.silent)
-      reply_error(t.job, ErrorCode::kCancelled, "cancelled before it started");
-    else
+  if (t.preempted) {
+    if (t.silent) {  // its client is gone: nothing to resume for
       queued_ -= 1;
+      release_task(t);
+      return true;
+    }
+    return resume(t);  // cancelled or not: step() finishes a cancelled one with what it has
+  }
+  if (t.cancelled && !t.silent && t.kind == Task::Kind::kGenerate &&
+      (t.job.req.session != 0 || t.job.req.token || t.job.req.return_state)) {
+    // PROTOCOL.md: a cancelled generate ends with finish_reason cancelled. One that names a
+    // session or returns a state takes its slot like any other, and its first step finishes
+    // it (the reply then carries the session's position or the state).
+  } else if (t.cancelled) {
+    if (t.silent) {
+      queued_ -= 1;
+    } else if (t.kind == Task::Kind::kGenerate) {
+      t.finish_reason = "cancelled";
+      finish(t);  // no tokens, no slot held
+    } else {
+      reply_error(t.job, ErrorCode::kCancelled, "cancelled before it started");
+    }
     t.done = true;
     return true;
   }
@@ -376,24 +400,228 @@ bool Scheduler::try_admit(Task& t) {
   return true;
 }
 
+uint64_t Scheduler::session_of(const Task& t) {
+  // A fork by token queues behind the work on the session it copies, like one by id.
+  const Session* named = t.job.req.token ? named_session(t) : nullptr;
+  return named != nullptr ? named->id : t.job.req.session;
+}
+
+Scheduler::Shares Scheduler::shares() {
+  Shares sh;
+  for (const auto& t : active_) {
+    if (!t->done) sh.held[t->job.client] += 1;
+  }
+  // What could start now: a task ahead of every other waiting one on its session, whose
+  // session is not busy with a running task (a preempted task's is: with its own).
+  std::unordered_set<uint64_t> seen;
+  for (const auto& tp : waiting_) {
+    const Task& t = *tp;
+    const uint64_t sid = session_of(t);
+    const bool first = sid == 0 || seen.insert(sid).second;
+    if (!first || !t.holds_slot() || (t.cancelled && !t.preempted)) continue;
+    const Session* s = sid != 0 ? sessions_.find(sid) : nullptr;
+    if (!t.preempted && s != nullptr && s->busy) continue;
+    sh.add_demand(t.job.client, 1);
+  }
+  // Embeds count once due: slots kept for them before would idle through a step.
+  if (embeds_due(Clock::now())) {
+    for (const auto& e : embeds_) {
+      if (!e->cancelled) sh.add_demand(e->job.client, e->job.req.inputs.size() - e->next);
+    }
+  }
+  return sh;
+}
+
+void Scheduler::Shares::add_demand(const std::string& client, uint64_t n) {
+  auto [it, fresh] = demand.try_emplace(client, 0);
+  if (fresh) order.push_back(client);
+  it->second += n;
+}
+
+std::unordered_map<std::string, uint32_t> Scheduler::deal(const Shares& sh, uint32_t free,
+                                                          bool keep_held) {
+  // Max-min fairness: one slot at a time to the client that would hold fewest, among those that
+  // want more; ties to a client keeping what it holds (keep_held: no preemption between equals),
+  // then to the one served least recently, then to the one waiting longest.
+  std::unordered_map<std::string, uint32_t> dealt;
+  auto held = [&](const std::string& c) {
+    auto it = sh.held.find(c);
+    return it == sh.held.end() ? 0u : it->second;
+  };
+  auto served = [&](const std::string& c) {
+    auto it = last_served_.find(c);
+    return it == last_served_.end() ? 0u : it->second;
+  };
+  std::vector<std::pair<std::string, uint64_t>> wants;  // client, slots it wants
+  for (const auto& c : sh.order) wants.emplace_back(c, sh.demand.at(c) + (keep_held ? held(c) : 0));
+  if (keep_held) {
+    for (const auto& [c, n] : sh.held) {
+      if (!sh.demand.contains(c)) wants.emplace_back(c, n);
+    }
+  }
+  for (; free > 0; --free) {
+    const std::pair<std::string, uint64_t>* best = nullptr;
+    uint64_t best_level = 0;
+    for (const auto& w : wants) {
+      const uint32_t got = dealt[w.first];
+      if (got >= w.second) continue;
+      const uint64_t level = got + (keep_held ? 0 : held(w.first));
+      const auto rank = [&](const auto& x, uint64_t lvl) {
+        return std::tuple(lvl, keep_held && dealt[x.first] >= held(x.first), served(x.first));
+      };
+      if (best == nullptr || rank(w, level) < rank(*best, best_level)) {
+        best = &w;
+        best_level = level;
+      }
+    }
+    if (best == nullptr) break;
+    dealt[best->first] += 1;
+  }
+  return dealt;
+}
+
+void Scheduler::share_slots() {
+  const Shares sh = shares();
+  if (sh.demand.empty()) return;
+  // Each client's fair part of every slot, given what each holds and wants.
+  const auto target = deal(sh, slots_.size(), true);
+  std::unordered_map<std::string, uint32_t> over;
+  bool someone_short = false;
+  for (const auto& [c, n] : sh.held) {
+    const auto it = target.find(c);
+    const uint32_t t = it == target.end() ? 0 : it->second;
+    if (n > t) over[c] = n - t;
+  }
+  for (const auto& c : sh.order) {
+    const auto h = sh.held.find(c);
+    const auto t = target.find(c);
+    if ((t == target.end() ? 0 : t->second) > (h == sh.held.end() ? 0 : h->second)) {
+      someone_short = true;
+    }
+  }
+  // Slots nobody holds go to those short of their part without preemption.
+  const uint32_t free = slots_.size() - std::min<uint32_t>(slots_.size(), active_.size());
+  std::vector<Task*> victims;
+  if (someone_short && free == 0) {
+    for (auto& [c, n] : over) {
+      for (uint32_t k = 0; k < n; ++k) {
+        Task* v = longest_running(c, 0);
+        if (v == nullptr) break;
+        v->preempted = true;  // not chosen twice
+        victims.push_back(v);
+      }
+    }
+  } else if (free == 0 && opt_.fair_quantum_steps > 0) {
+    // Everyone holds its part, and someone waits with none to spare (more clients than slots):
+    // a client holding more than that one yields the task that has run longest, once it has
+    // run a quantum; the freed slot goes to the client served least recently (round-robin).
+    uint32_t least_waiting = UINT32_MAX;
+    for (const auto& c : sh.order) {
+      const auto h = sh.held.find(c);
+      least_waiting = std::min(least_waiting, h == sh.held.end() ? 0u : h->second);
+    }
+    Task* v = nullptr;
+    for (const auto& [c, n] : sh.held) {
+      if (n <= least_waiting) continue;
+      Task* t = longest_running(c, opt_.fair_quantum_steps);
+      if (t != nullptr && (v == nullptr || t->steps_run > v->steps_run)) v = t;
+    }
+    if (v != nullptr) victims.push_back(v);
+  }
+  for (Task* v : victims) preempt(*v);
+  if (!victims.empty()) {
+    stats_.count_preemptions(victims.size());
+    std::erase_if(active_, [](const std::unique_ptr<Task>& t) { return t == nullptr; });
+  }
+}
+
+Scheduler::Task* Scheduler::longest_running(const std::string& client, uint64_t min_steps) {
+  Task* v = nullptr;
+  for (auto& t : active_) {
+    if (t->done || t->preempted || t->cancelled || t->job.client != client) continue;
+    if (t->steps_run < min_steps) continue;
+    if (v == nullptr || t->steps_run > v->steps_run) v = t.get();
+  }
+  return v;
+}
+
+void Scheduler::preempt(Task& t) {
+  // Its state leaves the slot exactly (a float copy), so the task resumes where it stopped and
+  // its results are those of a run that never yielded.
+  if (t.session != nullptr) {
+    sessions_.evict(*t.session);  // the session stays busy: nothing else runs on it meanwhile
+  } else {
+    t.saved_state.resize(backend_.hparams().state_floats());
+    backend_.read_state(t.slot, t.saved_state);
+    slots_.release(t.slot);
+    t.owns_slot = false;
+  }
+  t.preempted = true;
+  t.steps_run = 0;
+  // Back among the waiting, ahead of its client's later requests (it came before them).
+  auto at = std::find_if(waiting_.begin(), waiting_.end(),
+                         [&](const auto& w) { return w->job.client == t.job.client; });
+  for (auto& a : active_) {
+    if (a.get() == &t) {
+      waiting_.insert(at, std::move(a));
+      return;
+    }
+  }
+}
+
+bool Scheduler::resume(Task& t) {
+  if (t.session != nullptr) {
+    if (!sessions_.make_resident(*t.session)) return false;
+    t.slot = t.session->slot;
+  } else {
+    auto slot = sessions_.acquire_slot();
+    if (!slot) return false;
+    try {
+      backend_.write_state(*slot, t.saved_state);
+    } catch (...) {
+      slots_.release(*slot);
+      throw;
+    }
+    t.slot = *slot;
+    t.owns_slot = true;
+    t.saved_state = {};
+  }
+  t.preempted = false;
+  return true;
+}
+
 void Scheduler::admit() {
+  // Free slots are dealt fairly among the clients that wait (deal()); a task of a client
+  // without a share this round waits, and the tasks behind it on its session with it.
+  auto allowance =
+      deal(shares(), slots_.size() - std::min<uint32_t>(slots_.size(), active_.size()), false);
   std::unordered_set<uint64_t> blocked;  // sessions with an earlier task still waiting
   bool out_of_slots = false;
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     Task& t = **it;
-    // A fork by token queues behind the work on the session it copies, like one by id.
-    const Session* named = t.job.req.token ? named_session(t) : nullptr;
-    const uint64_t sid = named != nullptr ? named->id : t.job.req.session;
-    const bool needs_slot = t.kind != Task::Kind::kControl;
-    if ((sid != 0 && blocked.count(sid)) || (out_of_slots && needs_slot && !t.cancelled)) {
+    const uint64_t sid = session_of(t);
+    const bool needs_slot = t.holds_slot() && (!t.cancelled || t.preempted);
+    const bool no_share = needs_slot && allowance[t.job.client] == 0;
+    if ((sid != 0 && blocked.count(sid)) || (needs_slot && (out_of_slots || no_share))) {
+      if (sid != 0) blocked.insert(sid);
       ++it;
       continue;
     }
     if (!try_admit(t)) {
       if (sid != 0) blocked.insert(sid);
-      if (sid == 0 || (sessions_.find(sid) && !sessions_.find(sid)->busy)) out_of_slots = true;
+      if (sid == 0 || t.preempted || (sessions_.find(sid) && !sessions_.find(sid)->busy)) {
+        out_of_slots = true;
+      }
       ++it;
       continue;
+    }
+    if (needs_slot) {
+      allowance[t.job.client] -= 1;
+      last_served_[t.job.client] = ++serve_clock_;
+    }
+    if (!t.done && t.kind == Task::Kind::kForward && t.embedding.data.capacity() == 0) {
+      // Validated against max_message_bytes by the server: bounded.
+      t.embedding.data.reserve(static_cast<size_t>(t.embedding.shape[0] * t.embedding.shape[1]));
     }
     if (!t.done) active_.push_back(std::move(*it));
     it = waiting_.erase(it);
@@ -620,6 +848,7 @@ void Scheduler::step() {
     tokens += in.tokens.size();
     batch.push_back(in);
     who.push_back(&t);
+    t.steps_run += 1;
   }
   if (!batch.empty()) {
     std::vector<engine::Tensor> outs;
@@ -634,9 +863,13 @@ void Scheduler::step() {
       return;
     }
     stats_.record_generation_step(batch.size(), tokens);
+    for (size_t i = 0; i < who.size() && i < outs.size(); ++i) {
+      if (!finite_output(outs[i])) fail_non_finite(*who[i], outs[i]);
+    }
     const std::vector<int32_t> sampled = sample_outputs(who, outs);
     for (size_t i = 0; i < who.size(); ++i) {
       Task& t = *who[i];
+      if (t.done) continue;  // failed above
       const uint64_t advanced = t.take + (t.feeding_pending ? 1 : 0);
       if (t.session != nullptr) t.session->position += advanced;
       if (t.take > 0) {
@@ -663,6 +896,39 @@ void Scheduler::step() {
     }
   }
   std::erase_if(active_, [](const std::unique_ptr<Task>& t) { return t->done; });
+}
+
+bool Scheduler::finite_output(const engine::Tensor& out) {
+  if (out.shape.size() == 1) return out.data.empty() || out.data[0] >= 0;  // argmax_output
+  uint32_t special = 0;  // vectorised, as protocol's state check
+  for (const float f : out.data) {
+    uint32_t w;
+    std::memcpy(&w, &f, sizeof w);
+    special |= (w & 0x7f800000u) == 0x7f800000u ? 1u : 0u;
+  }
+  return special == 0;
+}
+
+std::string Scheduler::non_finite_message(bool from_client_state) {
+  return from_client_state
+             ? "the model's outputs are not finite (NaN or infinity) from the state this request "
+               "gave (its own or its session's): a state from elsewhere or one grown out of "
+               "range"
+             : "the model's outputs are not finite (NaN or infinity) from a state the worker "
+               "made: the model's weights give them (a broken model file)";
+}
+
+void Scheduler::fail_non_finite(Task& t, engine::Tensor& out) {
+  const bool client =
+      t.job.req.state.has_value() || (t.session != nullptr && t.session->client_state);
+  if (!t.silent) {
+    reply_error(t.job, client ? ErrorCode::kBadState : ErrorCode::kInternal,
+                non_finite_message(client));
+  } else {
+    queued_ -= 1;
+  }
+  release_task(t);
+  out.data.clear();  // nothing to sample
 }
 
 bool Scheduler::embeds_due(Clock::time_point now) const {
@@ -716,6 +982,10 @@ void Scheduler::dispatch_embeds() {
     }
     std::unordered_set<EmbedJob*> jobs;
     const size_t d = backend_.hparams().n_embd;
+    for (size_t i = 0; i < refs.size() && failure.empty(); ++i) {
+      // From fresh states: only the weights can make them so.
+      if (!finite_output(outs[i])) failure = non_finite_message(false);
+    }
     for (size_t i = 0; i < refs.size(); ++i) {
       slots_.release(refs[i].slot);
       jobs.insert(refs[i].job);
@@ -808,7 +1078,11 @@ void Scheduler::loop() {
       std::unique_lock lock(mu_);
       const bool stepping = !active_.empty() && !joining;
       if (!stepping && inbox_.empty() && gone_.empty() && !stopping_) {
-        auto deadline = joining ? join_until : Clock::now() + std::chrono::seconds(1);
+        // Tasks still waiting when the last running one ended (more than the slots came at
+        // once) are admitted at once, not when the next request comes (up to a second later).
+        const auto idle_wait =
+            waiting_.empty() ? std::chrono::microseconds(1000000) : std::chrono::microseconds(100);
+        auto deadline = joining ? join_until : Clock::now() + idle_wait;
         if (!embeds_.empty()) {
           // Without coalescing queued embeds are due at once.
           deadline = std::min(deadline, opt_.coalesce_embeds
@@ -824,6 +1098,7 @@ void Scheduler::loop() {
       stopping = stopping_;
     }
     for (const auto& [client, close_sessions] : gone) {
+      last_served_.erase(client);
       for (auto& t : active_) {
         if (t->job.client == client) t->cancelled = t->silent = true;
       }
@@ -850,6 +1125,7 @@ void Scheduler::loop() {
         publish_gauges();
         return;
       }
+      share_slots();
       admit();
       if (embeds_due(Clock::now()) ||
           std::any_of(embeds_.begin(), embeds_.end(), [](const auto& e) { return e->cancelled; })) {

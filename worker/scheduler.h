@@ -17,6 +17,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/backend.h"
@@ -60,6 +61,27 @@ class Scheduler {
   void loop();
   void take_inbox(std::deque<Job>& jobs);
   void accept(Job job);
+  // Fair scheduling among clients (by routing identity). Slots are dealt max-min fairly: a
+  // client gets more than others only while nobody else wants one. Where all are taken and a
+  // client holds more than its part while another waits, its longest-running tasks yield
+  // (share_slots: preempted, their states moved to host memory, resumed later exactly where
+  // they stopped); where every client holds its part and one still waits (more clients than
+  // slots), a task that has run fair_quantum_steps yields, round-robin.
+  struct Shares {
+    std::unordered_map<std::string, uint32_t> held;    // slot-holding tasks running, by client
+    std::unordered_map<std::string, uint64_t> demand;  // tasks (embed inputs) that could start
+    std::vector<std::string> order;                    // clients of `demand`, longest waiting first
+    void add_demand(const std::string& client, uint64_t n);
+  };
+  Shares shares();
+  // `free` slots dealt one at a time to the client that would then hold fewest (keep_held: the
+  // fair part of all slots, counting what each holds as wanted).
+  std::unordered_map<std::string, uint32_t> deal(const Shares& sh, uint32_t free, bool keep_held);
+  void share_slots();
+  Task* longest_running(const std::string& client, uint64_t min_steps);
+  void preempt(Task& t);
+  bool resume(Task& t);
+  uint64_t session_of(const Task& t);
   void admit();
   bool try_admit(Task& t);
   void run_control(Task& t, Session& s);
@@ -83,6 +105,12 @@ class Scheduler {
                                       const std::vector<engine::Tensor>& outs);
   // `sampled`: the task's next token (generate; sample_outputs()), else unused.
   void after_output(Task& t, const engine::Tensor& out, int32_t sampled);
+  // Whether an output holds only finite values (an argmax: a token, not -1); a task whose output
+  // does not fails with an error that names the cause: bad_state where its state came from a
+  // client (its request's or its session's), internal (the weights) where the worker made it.
+  static bool finite_output(const engine::Tensor& out);
+  static std::string non_finite_message(bool from_client_state);
+  void fail_non_finite(Task& t, engine::Tensor& out);
   void finish(Task& t);
   void release_task(Task& t);
   void cancel(const Job& job);
@@ -113,6 +141,9 @@ class Scheduler {
   std::thread thread_;
 
   std::deque<std::unique_ptr<Task>> waiting_;
+  std::unordered_map<std::string, uint64_t>
+      last_served_;  // client -> serve_clock_ at its last slot
+  uint64_t serve_clock_ = 0;
   std::vector<std::unique_ptr<Task>> active_;
   std::deque<std::shared_ptr<EmbedJob>> embeds_;
   uint64_t embed_tokens_queued_ = 0;

@@ -119,7 +119,8 @@ void Server::bind(std::unique_ptr<protocol::ShmRing> ring) {
       *timed_, codec_.get(), opt_, stats_, [this](Outgoing o) { post(std::move(o)); },
       [this](const std::string& client, uint64_t bytes) { return lease_for(client, bytes); });
   scheduler_->start();
-  reader_ = std::make_unique<StateReader>(kStateReaders, [this] { wake(); });
+  reader_ = std::make_unique<StateReader>(
+      kStateReaders, [this] { wake(); }, [this](protocol::Request& r) { prepare_aside(r); });
   spdlog::info("listening on {}", opt_.endpoint);
 }
 
@@ -135,12 +136,64 @@ void Server::post(Outgoing o) {
   if (was_empty) wake_push_.send(zmq::buffer("w", 1), zmq::send_flags::dontwait);
 }
 
+namespace {
+
+// A reply handed to ZeroMQ without a copy; its bytes count in the client's queue until ZeroMQ
+// frees it (written out, or dropped with the connection).
+struct QueuedReply {
+  std::string bytes;
+  std::shared_ptr<std::atomic<uint64_t>> queued;
+};
+
+void free_queued_reply(void* /*data*/, void* hint) {
+  auto* r = static_cast<QueuedReply*>(hint);
+  r->queued->fetch_sub(r->bytes.size());
+  delete r;
+}
+
+}  // namespace
+
+std::optional<Value> Server::over_queue_bytes(const std::string& client, const Value& body,
+                                              size_t bytes) {
+  const Value* id = body.find("id");
+  if (id == nullptr || id->as_uint() == 0) return std::nullopt;  // heartbeats are tiny
+  const auto key = std::make_pair(client, id->as_uint());
+  const Value* more = body.find("more");
+  const bool final = more == nullptr || !more->as_bool();
+  if (cut_streams_.contains(key)) {  // its error went out already
+    if (final) cut_streams_.erase(key);
+    return Value();  // nothing to send
+  }
+  if (const Value* ok = body.find("ok"); ok != nullptr && !ok->as_bool()) {
+    return std::nullopt;  // errors are small, and this one may be the byte cap's own
+  }
+  const auto at = queued_bytes_.find(client);
+  const uint64_t queued = at != queued_bytes_.end() ? at->second->load() : 0;
+  // One reply always goes to a client with nothing queued, however large.
+  if (queued == 0 || queued + bytes <= opt_.client_queue_bytes) return std::nullopt;
+  stats_.client_event("replies_dropped");
+  if (!final) cut_streams_.insert(key);
+  return protocol::error_reply(
+      id->as_uint(), ErrorCode::kQuotaExceeded,
+      "this reply (" + std::to_string(bytes) + " bytes) was dropped: " + std::to_string(queued) +
+          " bytes of replies wait for this client to read them (--client-queue-bytes " +
+          std::to_string(opt_.client_queue_bytes) + ")");
+}
+
 bool Server::send(const std::string& client, const Value& body) {
+  std::string bytes = protocol::encode(body);
+  if (auto instead = over_queue_bytes(client, body, bytes.size())) {
+    // Not the reply: its leases go back (send_reply), the error goes in its place.
+    if (instead->kind() == Value::Kind::kMap) send(client, *instead);
+    return false;
+  }
   if (const Value* ok = body.find("ok"); ok != nullptr && !ok->as_bool()) {
     const Value* code = body.find("error")->find("code");
     stats_.count_error(static_cast<ErrorCode>(code->as_uint()));
   }
-  std::string bytes = protocol::encode(body);
+  auto& queued = queued_bytes_[client];
+  if (!queued) queued = std::make_shared<std::atomic<uint64_t>>(0);
+  if (queued->load() == 0) stalled_.erase(client);  // it has read all it was sent
   try {
     auto r1 =
         router_.send(zmq::buffer(client), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
@@ -148,7 +201,10 @@ bool Server::send(const std::string& client, const Value& body) {
       drop_client(client, false);  // its queue is full: it has stopped reading
       return false;
     }
-    (void)router_.send(zmq::buffer(bytes), zmq::send_flags::dontwait);
+    auto* r = new QueuedReply{std::move(bytes), queued};
+    queued->fetch_add(r->bytes.size());
+    zmq::message_t m(r->bytes.data(), r->bytes.size(), free_queued_reply, r);
+    (void)router_.send(m, zmq::send_flags::dontwait);
     if (auto it = last_sent_.find(client); it != last_sent_.end()) it->second = Clock::now();
     return true;
   } catch (const zmq::error_t& e) {
@@ -220,7 +276,14 @@ void Server::check_leases() {
 }
 
 void Server::drop_client(const std::string& client, bool gone_for_good) {
-  stats_.client_event(gone_for_good ? "gone" : "stalled");
+  if (gone_for_good) {
+    stats_.client_event("gone");
+    stalled_.erase(client);
+    cut_streams_.erase(cut_streams_.lower_bound({client, 0}),
+                       cut_streams_.upper_bound({client, UINT64_MAX}));
+  } else if (stalled_.insert(client).second) {
+    stats_.client_event("stalled");  // once, not for every reply it does not take
+  }
   if (Clock::now() - last_drop_log_ > std::chrono::seconds(1)) {  // one line a second at most
     last_drop_log_ = Clock::now();
     spdlog::warn("a client {}", gone_for_good ? "vanished; dropping its work and leases"
@@ -408,10 +471,12 @@ Value Server::info_value() const {
                                     {"prefill_chunk", Value(opt_.prefill_chunk)},
                                     {"prefill_chunk_alone", Value(opt_.prefill_chunk_alone)},
                                     {"step_token_budget", Value(opt_.step_token_budget)},
+                                    {"fair_quantum_steps", Value(opt_.fair_quantum_steps)},
                                     {"session_idle_s", Value(opt_.session_idle_s)},
                                     {"lease_timeout_s", Value(opt_.lease_timeout_s)},
                                     {"heartbeat_ms", Value(opt_.heartbeat_ms)},
-                                    {"client_queue", Value(opt_.client_queue)}}));
+                                    {"client_queue", Value(opt_.client_queue)},
+                                    {"client_queue_bytes", Value(opt_.client_queue_bytes)}}));
   return v;
 }
 
@@ -423,7 +488,11 @@ Value Server::stats_value() const {
            {"leases", Value(ring_->leases_in_use())},
            {"parked", Value(parked_.size())}};
   }
-  return stats_.to_value(std::move(shm));
+  Value v = stats_.to_value(std::move(shm));
+  uint64_t queued = 0;
+  for (const auto& [client, bytes] : queued_bytes_) queued += bytes->load();
+  v.set("reply_queue_bytes", Value(queued));
+  return v;
 }
 
 void Server::handle(const std::string& client, const std::string& body) {
@@ -465,6 +534,16 @@ void Server::handle(const std::string& client, const std::string& body) {
     for (uint64_t l : req.release) ring_->release(l, client);
   }
   if (req.state_shm) {
+    // Checked before any read: a request naming 1 GiB for a 264 KiB state costs nothing.
+    const uint64_t want = shape_.state_floats * sizeof(float);
+    if (req.state_shm->bytes != want) {
+      send_error(client, req.id, ErrorCode::kBadState,
+                 "state: shared-memory input of " + std::to_string(req.state_shm->bytes) +
+                     " bytes; this model's state is " + std::to_string(want) + " bytes");
+      return;
+    }
+  }
+  if (req.state_shm || text_bytes(req) > kTokenizeAsideBytes) {
     reading_.insert(client);
     reader_->submit(client, std::move(req));
     return;
@@ -481,6 +560,18 @@ void Server::dispatch(const std::string& client, protocol::Request req) {
   } catch (const std::exception& e) {
     spdlog::error("request {}: {}", id, e.what());
     send_error(client, id, ErrorCode::kInternal, e.what());
+  }
+}
+
+void Server::prepare_aside(protocol::Request& req) const {
+  protocol::read_shm_state(req);
+  if (req.op == Op::kTokenize) {
+    if (!codec_) return;  // handle_request says so
+    protocol::Input& in = req.inputs.front();
+    in.tokens = codec_->encode(*in.text);
+    in.text.reset();
+  } else if (req.op != Op::kDetokenize) {
+    tokenize_inputs(req, codec_.get(), opt_.limits.max_tokens);
   }
 }
 
@@ -548,7 +639,8 @@ void Server::handle_request(const std::string& client, protocol::Request req) {
       if (!codec_)
         throw protocol::ProtocolError(ErrorCode::kUnsupported, "this model has no tokenizer");
       if (req.op == Op::kTokenize) {
-        const auto ids = codec_->encode(*req.inputs.front().text);
+        const protocol::Input& in = req.inputs.front();  // tokenized aside where it was large
+        const auto ids = in.text ? codec_->encode(*in.text) : in.tokens;
         ok.set("tokens", Value(Value::Array(ids.begin(), ids.end())));
       } else {
         protocol::validate_tokens(req.inputs.front().tokens, shape_.n_vocab);
@@ -565,25 +657,9 @@ void Server::handle_request(const std::string& client, protocol::Request req) {
                                   "the worker is draining: it finishes the requests it has and "
                                   "takes no new ones");
   }
-  // Everything else runs on the engine thread; tokenize text here.
-  size_t total = 0;
-  for (auto& in : req.inputs) {
-    if (in.text) {
-      if (!codec_)
-        throw protocol::ProtocolError(ErrorCode::kUnsupported,
-                                      "this model has no tokenizer; send token ids");
-      in.tokens = codec_->encode(*in.text);
-      in.text.reset();
-      if (in.tokens.empty())
-        throw protocol::ProtocolError(ErrorCode::kBadValue, "text encodes to no tokens");
-    }
-    total += in.tokens.size();
-  }
-  if (total > opt_.limits.max_tokens) {
-    throw protocol::ProtocolError(ErrorCode::kTooLarge, std::to_string(total) +
-                                                            " tokens exceed the limit of " +
-                                                            std::to_string(opt_.limits.max_tokens));
-  }
+  // Everything else runs on the engine thread; texts are tokenized here (large ones were, on a
+  // reader thread: handle()).
+  tokenize_inputs(req, codec_.get(), opt_.limits.max_tokens);
   protocol::validate_for_model(req, shape_, opt_.limits);
   uint32_t& inflight = inflight_[client];
   if (inflight >= opt_.max_inflight_per_client && req.op != Op::kCancel) {
@@ -626,6 +702,7 @@ bool Server::drained() {
 void Server::run() {
   if (!bound_) bind();
   auto last_lease_check = Clock::now();
+  auto last_prune = Clock::now();
   // Wake often enough to keep heartbeats within about half an interval of their time.
   const int64_t poll_ms =
       opt_.heartbeat_ms > 0 ? std::clamp<int64_t>(opt_.heartbeat_ms / 2, 1, 100) : 100;
@@ -683,6 +760,12 @@ void Server::run() {
     if (ring_ && Clock::now() - last_lease_check > std::chrono::seconds(1)) {
       last_lease_check = Clock::now();
       check_leases();
+    }
+    if (Clock::now() - last_prune > std::chrono::seconds(1)) {
+      last_prune = Clock::now();
+      std::erase_if(queued_bytes_, [](const auto& kv) {
+        return kv.second.use_count() == 1;  // no reply of the client's is queued
+      });
     }
   }
   spdlog::info("stopping: failing in-flight requests");

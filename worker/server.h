@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -69,6 +70,9 @@ class Server {
   // The requests whose shared-memory states the reader has read, then the messages their
   // clients sent meanwhile, in order.
   void finish_reads();
+  // What a reader thread does to a request before it is handled: reads its shared-memory state,
+  // tokenizes its texts (const: reader threads share it).
+  void prepare_aside(protocol::Request& req) const;
   void wake();            // the server thread's poll returns (any thread)
   void post(Outgoing o);  // engine thread
   // A ring lease for a result the engine thread writes itself (Scheduler::Reserve); any thread.
@@ -83,6 +87,10 @@ class Server {
   // there (a heartbeat), freeing the leases of one that is gone; replaces a truncated ring.
   void check_leases();
   bool reachable(const std::string& client);  // a heartbeat to it could be routed
+  // The reply to send in place of `body` where it would take the client's queued reply bytes
+  // past client_queue_bytes (an error for its id), else nullopt.
+  std::optional<protocol::Value> over_queue_bytes(const std::string& client,
+                                                  const protocol::Value& body, size_t bytes);
   // The client is gone (gone_for_good: unreachable) or has stopped reading (its queue is full):
   // drop its work and leases; sessions too when it is gone for good.
   void drop_client(const std::string& client, bool gone_for_good);
@@ -128,6 +136,14 @@ class Server {
   std::deque<Parked> parked_;  // waiting for ring space
   // Requests of each client queued or running (server thread only), for the per-client cap.
   std::unordered_map<std::string, uint32_t> inflight_;
+  // Bytes of replies ZeroMQ holds for each client: counted up as a reply is queued, down (on
+  // ZeroMQ's I/O thread) when it has been written out or dropped.
+  std::unordered_map<std::string, std::shared_ptr<std::atomic<uint64_t>>> queued_bytes_;
+  // Streams (client, id) that lost a chunk to the byte cap: the rest of them is not sent.
+  std::set<std::pair<std::string, uint64_t>> cut_streams_;
+  // Clients found to have stopped reading (a send failed with their queue full), until their
+  // queue has emptied: stats clients.stalled counts each once a time it stops.
+  std::unordered_set<std::string> stalled_;
   // When each client with requests in flight last got a message from us (for heartbeats).
   std::unordered_map<std::string, Clock::time_point> last_sent_;
   // Lease holders the last lease check could not reach (server thread only).

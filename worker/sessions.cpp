@@ -51,6 +51,7 @@ Session& Sessions::open(const std::string& owner, std::optional<std::vector<floa
   if (state) {
     s->where = Session::Where::kHost;
     s->host = std::move(*state);
+    s->client_state = true;
   }
   s->last_used = std::chrono::steady_clock::now();
   auto& ref = *s;
@@ -127,11 +128,16 @@ bool Sessions::evict_one() {
     if (victim == nullptr || s->last_used < victim->last_used) victim = s.get();
   }
   if (victim == nullptr) return false;
-  victim->host.resize(backend_.hparams().state_floats());
-  backend_.read_state(victim->slot, victim->host);
-  slots_.release(victim->slot);
-  victim->where = Session::Where::kHost;
+  evict(*victim);
   return true;
+}
+
+void Sessions::evict(Session& s) {
+  if (s.where != Session::Where::kSlot) return;
+  s.host.resize(backend_.hparams().state_floats());
+  backend_.read_state(s.slot, s.host);
+  slots_.release(s.slot);
+  s.where = Session::Where::kHost;
 }
 
 std::optional<uint32_t> Sessions::acquire_slot() {
@@ -178,6 +184,7 @@ Session& Sessions::fork(Session& src, const std::string& owner) {
   src.last_used = std::chrono::steady_clock::now();
   dst.position = src.position;
   dst.deferred = src.deferred;
+  dst.client_state = src.client_state;
   try {
     copy_into(src, dst);
   } catch (...) {
@@ -246,6 +253,7 @@ void Sessions::write_state(Session& s, std::span<const float> state) {
   }
   s.position = 0;
   s.deferred = -1;
+  s.client_state = true;
 }
 
 size_t Sessions::reap_idle(std::chrono::steady_clock::time_point now, std::chrono::seconds idle) {

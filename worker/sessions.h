@@ -38,10 +38,11 @@ struct Session {
   std::string share_token;  // what session_share gave out (Sessions::share); empty: not shared
   bool orphaned = false;    // its client is gone: close it once the running task lets go
   Where where = Where::kZero;
-  uint32_t slot = 0;        // valid when where == kSlot
-  std::vector<float> host;  // valid when where == kHost
-  bool busy = false;        // a compute task is running on it
-  uint64_t position = 0;    // tokens consumed since open (or since set_state)
+  uint32_t slot = 0;          // valid when where == kSlot
+  std::vector<float> host;    // valid when where == kHost
+  bool busy = false;          // a compute task is running on it
+  uint64_t position = 0;      // tokens consumed since open (or since set_state)
+  bool client_state = false;  // its state came from a client (open or set_state), or a fork's
   // A generate's last token, counted in `position` but not yet in the state: the session's next
   // compute feeds it first, in its own forward (which saves the generate a forward of its own);
   // reading the state settles it, a fork inherits it, set_state drops it. -1: none.
@@ -77,6 +78,9 @@ class Sessions {
   Session* find_shared(const std::string& token);
   // Puts the session's state in a slot; may evict others. False when no slot can be freed.
   bool make_resident(Session& s);
+  // Moves the session's state out of its slot into host memory (nothing where it has none);
+  // busy or not: the scheduler preempts a running task's session so (Scheduler::share_slots).
+  void evict(Session& s);
   // A free slot, evicting an idle session if needed; nullopt when all are busy.
   std::optional<uint32_t> acquire_slot();
   // The session's state into `out` (state_floats), from its slot or from host memory.

@@ -5,7 +5,8 @@
 
 namespace rwkvd::worker {
 
-StateReader::StateReader(unsigned threads, std::function<void()> wake) : wake_(std::move(wake)) {
+StateReader::StateReader(unsigned threads, std::function<void()> wake, Prepare prepare)
+    : wake_(std::move(wake)), prepare_(std::move(prepare)) {
   for (unsigned i = 0; i < std::max(1u, threads); ++i) threads_.emplace_back([this] { loop(); });
 }
 
@@ -50,7 +51,7 @@ void StateReader::loop() {
     lock.unlock();
     const auto t0 = std::chrono::steady_clock::now();
     try {
-      protocol::read_shm_state(d.req);
+      prepare_(d.req);
     } catch (const protocol::ProtocolError& e) {
       d.error = e.code();
       d.message = e.what();

@@ -96,6 +96,11 @@ void Stats::record_generation_step(uint64_t sequences, uint64_t tokens) {
   gen_tokens_in_ += tokens;
 }
 
+void Stats::count_preemptions(uint64_t n) {
+  std::lock_guard lock(mu_);
+  preemptions_ += n;
+}
+
 void Stats::add_generated_tokens(uint64_t n) {
   std::lock_guard lock(mu_);
   gen_tokens_out_ += n;
@@ -173,6 +178,7 @@ Value Stats::to_value(Value::Map extra) const {
                  {"generate", Value(Value::Map{{"steps", Value(gen_sequences_.count())},
                                                {"prompt_and_decode_tokens", Value(gen_tokens_in_)},
                                                {"generated_tokens", Value(gen_tokens_out_)},
+                                               {"preemptions", Value(preemptions_)},
                                                {"batch_sequences", gen_sequences_.to_value()}})},
                  {"latency_ms", Value(std::move(lat))},
                  {"engine_ms", Value(std::move(engine))},

@@ -54,6 +54,8 @@ class Stats {
   void record_embed_dispatch(uint64_t sequences, uint64_t requests, uint64_t tokens);
   void record_generation_step(uint64_t sequences, uint64_t tokens);
   void add_generated_tokens(uint64_t n);
+  // Tasks that yielded their slots to other clients (fair scheduling, Scheduler::share_slots).
+  void count_preemptions(uint64_t n);
   void prefix_lookup(bool hit);
   void set_prefix_cache(uint64_t entries, uint64_t bytes, uint64_t budget);
   // "allocations", "inline_fallbacks", "waits", "expired", "input_states" (shared-memory inputs)
@@ -78,7 +80,7 @@ class Stats {
   };
   std::map<std::string, EngineCalls> engine_;
   Histogram embed_sequences_, embed_requests_, gen_sequences_;
-  uint64_t embed_tokens_ = 0, gen_tokens_in_ = 0, gen_tokens_out_ = 0;
+  uint64_t embed_tokens_ = 0, gen_tokens_in_ = 0, gen_tokens_out_ = 0, preemptions_ = 0;
   uint64_t prefix_hits_ = 0, prefix_misses_ = 0, prefix_entries_ = 0, prefix_bytes_ = 0,
            prefix_budget_ = 0;
   uint64_t queued_ = 0, active_ = 0, sessions_ = 0, slots_used_ = 0;

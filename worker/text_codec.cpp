@@ -2,6 +2,35 @@
 
 namespace rwkvd::worker {
 
+void tokenize_inputs(protocol::Request& req, const TextCodec* codec, uint32_t max_tokens) {
+  using protocol::ErrorCode;
+  using protocol::ProtocolError;
+  size_t total = 0;
+  for (auto& in : req.inputs) {
+    if (in.text) {
+      if (codec == nullptr) {
+        throw ProtocolError(ErrorCode::kUnsupported, "this model has no tokenizer; send token ids");
+      }
+      in.tokens = codec->encode(*in.text);
+      in.text.reset();
+      if (in.tokens.empty()) throw ProtocolError(ErrorCode::kBadValue, "text encodes to no tokens");
+    }
+    total += in.tokens.size();
+    if (total > max_tokens) {
+      throw ProtocolError(ErrorCode::kTooLarge, "more than " + std::to_string(max_tokens) +
+                                                    " tokens (the limit), " +
+                                                    std::to_string(total) + " by input " +
+                                                    std::to_string(&in - req.inputs.data()));
+    }
+  }
+}
+
+uint64_t text_bytes(const protocol::Request& req) {
+  uint64_t n = 0;
+  for (const auto& in : req.inputs) n += in.text ? in.text->size() : 0;
+  return n;
+}
+
 size_t utf8_complete_prefix(std::string_view s) {
   // Look back at most 3 bytes for the lead byte of a sequence that the string cuts short.
   const size_t n = s.size();

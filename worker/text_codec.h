@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "protocol/messages.h"
+
 namespace rwkvd::worker {
 
 class TextCodec {
@@ -17,6 +19,17 @@ class TextCodec {
   // The raw bytes of the ids (may end inside a UTF-8 sequence).
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
 };
+
+// The request's text inputs as tokens, one input after another, the total checked against
+// `max_tokens` after each: an input that takes it past the limit is refused (too_large) before
+// the rest are tokenized. Throws ProtocolError (also unsupported without a codec, bad_value for a
+// text of no tokens).
+void tokenize_inputs(protocol::Request& req, const TextCodec* codec, uint32_t max_tokens);
+
+// Bytes of the request's texts: past kTokenizeAsideBytes the worker tokenizes them on a thread
+// of its own (StateReader), not the one that serves the socket (a 60 MiB embed took it 1-2 s).
+uint64_t text_bytes(const protocol::Request& req);
+inline constexpr uint64_t kTokenizeAsideBytes = 64u << 10;
 
 // Bytes of `s` that form complete UTF-8 sequences at its start; the rest (at most 3 bytes of an
 // unfinished sequence at the end) is held back by streaming.

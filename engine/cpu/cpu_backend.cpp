@@ -17,12 +17,12 @@ namespace {
 
 using cpu::ThreadPool;
 
-constexpr float kGroupNormEps = 64e-5f;  // fixed in RWKV-7, not in the metadata
-constexpr float kDecayScale = 0.606531f; // e^-0.5: decay = exp(-e^-0.5 * sigmoid(.)) in (0.545, 1)
+constexpr float kGroupNormEps = 64e-5f;   // fixed in RWKV-7, not in the metadata
+constexpr float kDecayScale = 0.606531f;  // e^-0.5: decay = exp(-e^-0.5 * sigmoid(.)) in (0.545, 1)
 
 struct LayerVectors {
-  std::vector<float> attn_norm_w, attn_norm_b, attn_norm2_w, attn_norm2_b, lerp, w0, a0, v0,
-      k_k, k_a, r_k, ln_x_w, ln_x_b, ffn_lerp_k;
+  std::vector<float> attn_norm_w, attn_norm_b, attn_norm2_w, attn_norm2_b, lerp, w0, a0, v0, k_k,
+      k_a, r_k, ln_x_w, ln_x_b, ffn_lerp_k;
 };
 
 // One sequence's rows inside a chunk.
@@ -53,7 +53,8 @@ class CpuBackend final : public Backend {
                          cpu::to_f32(*L.r_k), cpu::to_f32(*L.ln_x_w), cpu::to_f32(*L.ln_x_b),
                          cpu::to_f32(*L.ffn_lerp_k)});
     }
-    load_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    load_ms_ =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
 
   const Rwkv7Hparams& hparams() const override { return hp_; }
@@ -76,12 +77,23 @@ class CpuBackend final : public Backend {
     for (size_t i = 0; i < batch.size(); ++i) {
       const int64_t n = static_cast<int64_t>(batch[i].tokens.size());
       switch (batch[i].output) {
-        case OutputMode::kNone: break;
-        case OutputMode::kLastLogits: out[i].shape = {1, hp_.n_vocab}; break;
-        case OutputMode::kAllLogits: out[i].shape = {n, hp_.n_vocab}; break;
-        case OutputMode::kLastEmbedding: out[i].shape = {1, hp_.n_embd}; break;
-        case OutputMode::kAllEmbeddings: out[i].shape = {n, hp_.n_embd}; break;
-        case OutputMode::kLastArgmax: out[i].shape = {1}; break;
+        case OutputMode::kNone:
+          break;
+        case OutputMode::kLastLogits:
+          out[i].shape = {1, hp_.n_vocab};
+          break;
+        case OutputMode::kAllLogits:
+          out[i].shape = {n, hp_.n_vocab};
+          break;
+        case OutputMode::kLastEmbedding:
+          out[i].shape = {1, hp_.n_embd};
+          break;
+        case OutputMode::kAllEmbeddings:
+          out[i].shape = {n, hp_.n_embd};
+          break;
+        case OutputMode::kLastArgmax:
+          out[i].shape = {1};
+          break;
       }
       out[i].data.resize(static_cast<size_t>(out[i].numel()));
     }
@@ -150,8 +162,8 @@ class CpuBackend final : public Backend {
     const int64_t D = hp_.n_embd, F = hp_.n_ffn;
     Scratch& s = scratch_;
     auto size = [](std::vector<float>& v, int64_t n) { v.resize(static_cast<size_t>(n)); };
-    for (auto* v : {&s.x, &s.xa, &s.r, &s.k, &s.v, &s.w, &s.a, &s.g, &s.kk, &s.v_first, &s.y,
-                    &s.tmp}) {
+    for (auto* v :
+         {&s.x, &s.xa, &s.r, &s.k, &s.v, &s.w, &s.a, &s.g, &s.kk, &s.v_first, &s.y, &s.tmp}) {
       size(*v, R * D);
     }
     size(s.mix, 6 * R * D);
@@ -160,7 +172,8 @@ class CpuBackend final : public Backend {
     size(s.lora, R * max_rank);
 
     // Embedding and its LayerNorm.
-    for (int64_t t = 0; t < R; ++t) cpu::dequantize_row(*model_->token_embd, tokens[t], &s.x[t * D]);
+    for (int64_t t = 0; t < R; ++t)
+      cpu::dequantize_row(*model_->token_embd, tokens[t], &s.x[t * D]);
     cpu::layer_norm(s.x.data(), R, D, emb_norm_w_.data(), emb_norm_b_.data(), hp_.ln_eps,
                     s.x.data());
 
@@ -331,8 +344,7 @@ class CpuBackend final : public Backend {
     const int64_t D = hp_.n_embd, F = hp_.n_ffn;
     cpu::layer_norm(s.x.data(), R, D, V.attn_norm2_w.data(), V.attn_norm2_b.data(), hp_.ln_eps,
                     s.xa.data());
-    token_shift(spans, l, hp_.head_size + 1, s.xa.data(), V.ffn_lerp_k.data(), 1, R,
-                s.mix.data());
+    token_shift(spans, l, hp_.head_size + 1, s.xa.data(), V.ffn_lerp_k.data(), 1, R, s.mix.data());
     cpu::matmul(pool_, *L.ffn_key, s.mix.data(), R, s.ffn.data());
     for (int64_t i = 0; i < R * F; ++i) {
       const float z = std::max(s.ffn[i], 0.0f);
@@ -343,16 +355,19 @@ class CpuBackend final : public Backend {
   }
 
   // Final norm (and head) for the rows each sequence asked for.
-  void emit_outputs(std::span<const SequenceInput> batch, const std::vector<const SequenceInput*>& seqs,
-                    const std::vector<Span>& spans, size_t done, std::vector<Tensor>& out) {
+  void emit_outputs(std::span<const SequenceInput> batch,
+                    const std::vector<const SequenceInput*>& seqs, const std::vector<Span>& spans,
+                    size_t done, std::vector<Tensor>& out) {
     const int64_t D = hp_.n_embd, V = hp_.n_vocab;
     std::vector<float> emb(static_cast<size_t>(D));
     for (size_t i = 0; i < spans.size(); ++i) {
       const SequenceInput& seq = *seqs[i];
       Tensor& dst = out[static_cast<size_t>(&seq - batch.data())];
       const Span& sp = spans[i];
-      const bool all = seq.output == OutputMode::kAllLogits || seq.output == OutputMode::kAllEmbeddings;
-      const bool logits = seq.output == OutputMode::kAllLogits || seq.output == OutputMode::kLastLogits;
+      const bool all =
+          seq.output == OutputMode::kAllLogits || seq.output == OutputMode::kAllEmbeddings;
+      const bool logits =
+          seq.output == OutputMode::kAllLogits || seq.output == OutputMode::kLastLogits;
       if (seq.output == OutputMode::kNone) continue;
       const bool last_chunk = done + static_cast<size_t>(sp.n) == seq.tokens.size();
       if (!all && !last_chunk) continue;
@@ -364,7 +379,8 @@ class CpuBackend final : public Backend {
       if (seq.output == OutputMode::kLastArgmax) {
         std::vector<float> row(static_cast<size_t>(V));
         cpu::matmul(pool_, *model_->head, rows.data(), 1, row.data());
-        dst.data[0] = static_cast<float>(argmax(row));
+        const int32_t id = argmax(row);
+        dst.data[0] = argmax_output(id, row[static_cast<size_t>(id)]);
       } else if (logits) {
         cpu::matmul(pool_, *model_->head, rows.data(), sp.n - first, &dst.data[out_row0 * V]);
       } else {

@@ -1018,7 +1018,7 @@ uint32_t Kernels::argmax_parts(uint32_t n) {
   return ceil_div(n, kArgmaxPart);
 }
 
-int32_t Kernels::argmax_of_parts(const uint32_t* pairs, uint32_t parts) {
+int32_t Kernels::argmax_of_parts(const uint32_t* pairs, uint32_t parts, float* best_out) {
   float best = -std::numeric_limits<float>::infinity();
   uint32_t at = UINT32_MAX;  // no part had a value but NaN
   for (uint32_t p = 0; p < parts; ++p) {
@@ -1029,6 +1029,7 @@ int32_t Kernels::argmax_of_parts(const uint32_t* pairs, uint32_t parts) {
       at = i;
     }
   }
+  if (best_out != nullptr) *best_out = best;
   return at == UINT32_MAX ? 0 : static_cast<int32_t>(at);
 }
 

@@ -191,7 +191,8 @@ class Kernels {
               uint32_t dst);
   static uint32_t argmax_parts(uint32_t n);
   // engine::argmax of the row whose parts argmax() wrote (2 * argmax_parts(n) words).
-  static int32_t argmax_of_parts(const uint32_t* pairs, uint32_t parts);
+  // `best` (where given): the largest value, -inf where every part held only NaN.
+  static int32_t argmax_of_parts(const uint32_t* pairs, uint32_t parts, float* best = nullptr);
   // Whether wkv() can write y's int8 form (WkvArgs::y_q8): the subgroup kernel, head sizes of
   // whole 16-element runs.
   bool wkv_writes_q8(uint32_t head_size) const;

@@ -326,10 +326,15 @@ class VkBackendImpl final : public VkBackend {
         for (size_t i = r0; i < r1; ++i) {
           Tensor& t = out[rows[i].seq];
           if (batch[rows[i].seq].output == OutputMode::kLastArgmax) {
-            const int32_t id =
-                argmax_only ? Kernels::argmax_of_parts(pairs + 2 * argmax_parts * i, argmax_parts)
-                            : engine::argmax({logits + i * hp_.n_vocab, hp_.n_vocab});
-            t.data.assign(1, static_cast<float>(id));
+            float best = 0;
+            int32_t id = 0;
+            if (argmax_only) {
+              id = Kernels::argmax_of_parts(pairs + 2 * argmax_parts * i, argmax_parts, &best);
+            } else {
+              id = engine::argmax({logits + i * hp_.n_vocab, hp_.n_vocab});
+              best = logits[i * hp_.n_vocab + static_cast<size_t>(id)];
+            }
+            t.data.assign(1, argmax_output(id, best));
             continue;
           }
           const bool lg = wants_logits(batch[rows[i].seq].output);

@@ -246,6 +246,52 @@ TEST(Request, ErrorKeepsId) {
   }
 }
 
+// What decoding refuses whole (too large, nested too deeply) still answers with the request's id
+// where a scan of the top-level map finds it before what it cannot read.
+TEST(Request, UndecodableMessagesKeepTheirIdWhereItCanBeRead) {
+  auto id_of = [](const std::string& bytes, const Limits& lim) -> uint64_t {
+    try {
+      decode_request(bytes, lim);
+    } catch (const RequestError& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kTooLarge) << e.what();
+      return e.id();
+    }
+    ADD_FAILURE() << "no error";
+    return 0;
+  };
+  Limits small;
+  small.max_message_bytes = 1000;
+  Value big = base("embed");
+  big.set("id", Value(42));
+  big.set("text", Value(std::string(5000, 'x')));
+  EXPECT_EQ(id_of(encode(big), small), 42u);
+  Value deep = Value(Value::Array{});
+  for (int i = 0; i < 200; ++i) deep = Value(Value::Array{std::move(deep)});
+  Value nested = base("embed");
+  nested.set("id", Value(43));
+  nested.set("text", std::move(deep));
+  EXPECT_EQ(id_of(encode(nested), {}), 43u);
+  // An id after what cannot be read, or none: 0.
+  Value late(Value::Map{{"v", Value(1)}, {"text", Value(std::string(5000, 'x'))}});
+  std::string bytes = encode(late);
+  bytes.resize(bytes.size() - 10);  // truncated inside the text: the scan stops there
+  EXPECT_EQ(peek_id(bytes), 0u);
+  EXPECT_EQ(peek_id(encode(Value(Value::Array{Value(1)}))), 0u);
+  EXPECT_EQ(peek_id(encode(Value(Value::Map{{"x", Value(Value::Map{{"id", Value(9)}})}}))), 0u);
+}
+
+TEST(Request, AnUnknownOpIsNotEchoedWhole) {
+  Value m = base("x");
+  m.set("op", Value(std::string(1 << 20, 'o')));
+  try {
+    parse_request(m);
+    FAIL();
+  } catch (const RequestError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnknownOp);
+    EXPECT_LT(std::strlen(e.what()), 100u);
+  }
+}
+
 TEST(Request, ValidateForModel) {
   ModelShape shape{100, 10};
   Request r;
@@ -266,14 +312,15 @@ TEST(Request, ValidateForModel) {
   } catch (const ProtocolError& e) {
     EXPECT_EQ(e.code(), ErrorCode::kBadState);
   }
-  // Right length, but not a state: NaN or inf would poison everything after it. Anywhere in it,
-  // and the largest finite values and subnormals are fine.
-  const float big = std::numeric_limits<float>::max(),
-              tiny = std::numeric_limits<float>::denorm_min();
+  // Right length, but not a state: NaN or inf would poison everything after it, and so would a
+  // value whose square is infinite (2^64 or more). Anywhere in it; values below 2^64 and
+  // subnormals are fine.
+  const float big = std::nextafter(0x1p64f, 0.0f), tiny = std::numeric_limits<float>::denorm_min();
   r.state = std::vector<float>{big, -big, tiny, -tiny, 0.f, -0.f, 1.f, -1.f, 3.f, 4.f};
   EXPECT_NO_THROW(validate_for_model(r, shape));
   for (float bad : {std::nanf(""), -std::nanf(""), std::numeric_limits<float>::infinity(),
-                    -std::numeric_limits<float>::infinity()}) {
+                    -std::numeric_limits<float>::infinity(), 0x1p64f, -3e38f,
+                    std::numeric_limits<float>::max()}) {
     for (const size_t at : {0u, 7u, 9u}) {
       r.state = std::vector<float>(10, 0.5f);
       (*r.state)[at] = bad;

@@ -4,10 +4,17 @@ and out, sessions with feed/state/fork) to one worker for a bounded time, severa
 process over one socket. Every reply is checked: none lost, none duplicated, none for an id we
 did not send, and every result equal to the same scenario run alone before the load (tokens
 exactly, floats within FLOAT_TOL). The worker's VmRSS is sampled; after warm-up it must stay
-flat within RSS_SLACK.
+flat within RSS_SLACK. Each checked client's latencies (request sent to final reply) are
+reported, worst and p99.
 
-    scripts/soak [--duration 600] [--clients 8]       # the long run
-    tests/python/test_soak.py                          # the CI run (~35 s)
+With attackers, two more processes run beside the checked ones: a flood (one socket keeping
+FLOOD_INFLIGHT long generations in flight, as many as the worker has slots) and a slow consumer
+(one socket sending forwards with large inline replies and never reading them). The checked
+clients must see the same results, their p99 latency near that of a soak without attackers, and
+the worker's VmRSS at the end within RSS_GROWTH_MAX of its start.
+
+    scripts/soak [--duration 600] [--clients 8] [--attackers]   # the long run
+    tests/python/test_soak.py                                    # the CI run (~35 s)
 """
 from __future__ import annotations
 
@@ -39,6 +46,10 @@ FLOAT_TOL = float(os.environ.get("RWKVD_SOAK_FLOAT_TOL", "0"))
 # still settling do so mostly in the first half and are not counted.
 WARMUP_FRAC = 0.4
 RSS_SLACK_BYTES = 4 << 20
+RSS_GROWTH_MAX = 1.5  # with attackers: VmRSS at the end over VmRSS before the load
+FLOOD_INFLIGHT = 16  # = the soak worker's --slots
+FLOOD_MAX_TOKENS = 16384
+SLOW_TOKENS = 256  # a slow consumer's forward: 256 rows of all_logits, 1 MiB inline
 LANES = 3  # scenarios in flight per client process
 REQUEST_TIMEOUT_S = 30.0
 
@@ -130,6 +141,8 @@ class Counts:
     unknown: int = 0
     mismatched: int = 0
     by_op: Dict[str, int] = field(default_factory=dict)
+    latencies_ms: List[float] = field(default_factory=list)  # final replies, one process's
+    victims: List[tuple] = field(default_factory=list)  # per checked process: (p99, worst, n)
     notes: List[str] = field(default_factory=list)
 
     def note(self, msg: str) -> None:
@@ -142,6 +155,7 @@ class Counts:
             setattr(self, k, getattr(self, k) + getattr(other, k))
         for op, n in other.by_op.items():
             self.by_op[op] = self.by_op.get(op, 0) + n
+        self.victims += other.victims
         for n in other.notes:
             self.note(n)
 
@@ -159,6 +173,7 @@ class Driver:
         self.release: List[int] = []
         self.ring: Optional[_shm.Ring] = None
         self.waiting: Dict[int, Any] = {}  # id -> lane
+        self.sent_at: Dict[int, float] = {}  # id -> when it was sent
         self.finished: set = set()  # ids whose final reply came
         if use_shm:
             hello = self.roundtrip({"op": "hello"})
@@ -178,6 +193,7 @@ class Driver:
             msg["release"], self.release = self.release, []
         self.sock.send(msgpack.packb(msg, use_bin_type=True))
         self.waiting[rid] = lane
+        self.sent_at[rid] = time.monotonic()
         self.counts.requests += 1
         self.counts.by_op[req["op"]] = self.counts.by_op.get(req["op"], 0) + 1
         return rid
@@ -216,6 +232,7 @@ class Driver:
             lane.chunk_tokens += r.get("tokens", [])
             return None
         del self.waiting[rid]
+        self.counts.latencies_ms.append((time.monotonic() - self.sent_at.pop(rid)) * 1000)
         self.finished.add(rid)
         self.counts.replies += 1
         for k in ("embeddings", "state"):
@@ -318,7 +335,86 @@ def client_process(endpoint: str, use_shm: bool, seed: int, deadline: float, n_s
     except Exception as e:  # noqa: BLE001 - reported, counted as an error
         counts.errors += 1
         counts.note(f"client {seed} crashed: {e!r}")
+    lat = sorted(counts.latencies_ms)
+    if lat:
+        counts.victims.append((lat[min(len(lat) - 1, int(0.99 * len(lat)))], lat[-1], len(lat)))
+    counts.latencies_ms = []
     out.put(counts)
+
+
+# ---- attackers: they are not checked, only run beside the checked clients ----
+
+def _dealer(endpoint: str, **opts: int) -> tuple:
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    for k, v in opts.items():
+        sock.setsockopt(getattr(zmq, k), v)
+    sock.connect(endpoint)
+    return ctx, sock
+
+
+def flood_process(endpoint: str, deadline: float, n_vocab: int, out: "mp.Queue") -> None:
+    """Keeps FLOOD_INFLIGHT long generations in flight (a new one for each that ends), then
+    cancels what is left. Reports how many ended and how many were refused."""
+    ctx, sock = _dealer(endpoint)
+    rng = random.Random(7)
+    next_id, live, ended, refused = 1, set(), 0, 0
+
+    def start() -> None:
+        nonlocal next_id
+        sock.send(msgpack.packb({"v": 1, "id": next_id, "op": "generate",
+                                 "tokens": _prompt(rng, n_vocab), "temperature": 0.0,
+                                 "max_tokens": FLOOD_MAX_TOKENS}, use_bin_type=True))
+        live.add(next_id)
+        next_id += 1
+
+    try:
+        while len(live) < FLOOD_INFLIGHT:
+            start()
+        while time.time() < deadline:
+            if not sock.poll(200):
+                continue
+            r = msgpack.unpackb(sock.recv(), raw=False, unicode_errors="replace")
+            if r.get("heartbeat") or r.get("id") not in live:
+                continue
+            live.discard(r["id"])
+            ended += 1 if r.get("ok") else 0
+            refused += 0 if r.get("ok") else 1
+            start()
+        for rid in live:
+            sock.send(msgpack.packb({"v": 1, "id": 10**9 + rid, "op": "cancel", "target": rid},
+                                    use_bin_type=True))
+    finally:
+        sock.close()
+        ctx.term()
+    out.put(("flood", {"generations_ended": ended, "refused": refused}))
+
+
+def slow_process(endpoint: str, deadline: float, n_vocab: int, out: "mp.Queue") -> None:
+    """Sends a forward with a 1 MiB inline reply every 0.5 s and reads nothing until the end;
+    then counts what it got: replies, and replies the worker dropped for the byte cap."""
+    ctx, sock = _dealer(endpoint, RCVHWM=1, RCVBUF=4096)
+    rng = random.Random(11)
+    sent = 0
+    try:
+        while time.time() < deadline:
+            sent += 1
+            tokens = [rng.randrange(1, n_vocab) for _ in range(SLOW_TOKENS)]
+            sock.send(msgpack.packb({"v": 1, "id": sent, "op": "forward", "tokens": tokens,
+                                     "output": "all_logits"}, use_bin_type=True))
+            time.sleep(0.5)
+        got, dropped = 0, 0
+        while sock.poll(2000):
+            r = msgpack.unpackb(sock.recv(), raw=False, unicode_errors="replace")
+            if r.get("heartbeat"):
+                continue
+            got += 1
+            dropped += 0 if r.get("ok") else 1
+    finally:
+        sock.close()
+        ctx.term()
+    out.put(("slow", {"sent": sent, "answered_at_end": got, "dropped": dropped}))
 
 
 # ---- the parent: baseline alone, then the load, then the report ----
@@ -340,6 +436,15 @@ class SoakResult:
     counts: Counts
     samples: List[Dict[str, int]]  # memory() after warm-up, in time order
     duration_s: float
+    rss_start: int = 0  # VmRSS before the load
+    rss_end: int = 0  # VmRSS when the load ended
+    attackers: Dict[str, Dict[str, int]] = field(default_factory=dict)
+
+    def victims_p99_ms(self) -> float:
+        return max((v[0] for v in self.counts.victims), default=0.0)
+
+    def victims_worst_ms(self) -> float:
+        return max((v[1] for v in self.counts.victims), default=0.0)
 
     def _halves(self, key: str = "VmRSS") -> tuple:
         v = [s[key] for s in self.samples]
@@ -363,7 +468,13 @@ class SoakResult:
                 f"{c.errors}\n  by op: {ops}\n  worker VmRSS peak after warm-up: first half "
                 f"{first / 2**20:.1f} MiB, second half {second / 2**20:.1f} MiB (growth "
                 f"{(second - first) / 2**20:+.1f} MiB: {parts}; slack {RSS_SLACK_BYTES >> 20} "
-                f"MiB; {len(self.samples)} samples)"
+                f"MiB; {len(self.samples)} samples)\n"
+                f"  worker VmRSS before the load {self.rss_start / 2**20:.1f} MiB, at its end "
+                f"{self.rss_end / 2**20:.1f} MiB (x{self.rss_end / max(1, self.rss_start):.2f})\n"
+                f"  checked clients' latency, p99 / worst ms: "
+                + ", ".join(f"{p:.0f} / {w:.0f}" for p, w, _ in c.victims)
+                + f" (all: p99 {self.victims_p99_ms():.0f}, worst {self.victims_worst_ms():.0f})"
+                + "".join(f"\n  attacker {k}: {v}" for k, v in self.attackers.items())
                 + "".join(f"\n  note: {n}" for n in c.notes))
 
 
@@ -380,17 +491,21 @@ def baseline(endpoint: str, n_scenarios: int, n_vocab: int) -> Dict[int, List[An
 
 
 def soak(endpoint: str, worker_pid: int, duration_s: float, clients: int = 8,
-         n_scenarios: int = 40, n_vocab: int = 1024) -> SoakResult:
+         n_scenarios: int = 40, n_vocab: int = 1024, attackers: bool = False) -> SoakResult:
     expected = baseline(endpoint, n_scenarios, n_vocab)
+    rss_start = memory(worker_pid)["VmRSS"]
     ctx = mp.get_context("spawn")
     out: "mp.Queue" = ctx.Queue()
+    attacked: "mp.Queue" = ctx.Queue()
     t0 = time.time()
     deadline = t0 + duration_s
     procs = [ctx.Process(target=client_process,
                          args=(endpoint, i % 2 == 0, 1000 + i, deadline, n_scenarios, n_vocab,
                                expected, out), daemon=True)
              for i in range(clients)]
-    for p in procs:
+    bad = [ctx.Process(target=f, args=(endpoint, deadline, n_vocab, attacked), daemon=True)
+           for f in ((flood_process, slow_process) if attackers else ())]
+    for p in procs + bad:
         p.start()
     # Warm-up: a share of the run, and at least a few seconds after the (slow) process starts.
     warm_until = max(t0 + WARMUP_FRAC * duration_s, time.time() + 3.0)
@@ -399,6 +514,7 @@ def soak(endpoint: str, worker_pid: int, duration_s: float, clients: int = 8,
         if time.time() >= warm_until:
             samples.append(memory(worker_pid))
         time.sleep(0.25)
+    rss_end = memory(worker_pid)["VmRSS"]
     total = Counts()
     for _ in procs:
         try:
@@ -406,11 +522,18 @@ def soak(endpoint: str, worker_pid: int, duration_s: float, clients: int = 8,
         except Exception:  # noqa: BLE001
             total.errors += 1
             total.note("a client process reported nothing")
-    for p in procs:
+    reports: Dict[str, Dict[str, int]] = {}
+    for _ in bad:
+        try:
+            name, figures = attacked.get(timeout=30)
+            reports[name] = figures
+        except Exception:  # noqa: BLE001
+            reports["?"] = {"reported nothing": 1}
+    for p in procs + bad:
         p.join(timeout=10)
         if p.is_alive():
             p.kill()
-    return SoakResult(total, samples, time.time() - t0)
+    return SoakResult(total, samples, time.time() - t0, rss_start, rss_end, reports)
 
 
 def main() -> int:
@@ -420,12 +543,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=float, default=600.0, help="seconds of load")
     ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--attackers", action="store_true",
+                    help="a flood and a slow consumer beside the checked clients")
     ap.add_argument("--model", type=Path,
                     default=fixtures_root() / "rwkv7" / "synthetic-A.f32.gguf")
     args = ap.parse_args()
     w = Worker(args.model, SOAK_WORKER_ARGS)
     try:
-        res = soak(w.endpoint, w.proc.pid, args.duration, args.clients)
+        res = soak(w.endpoint, w.proc.pid, args.duration, args.clients,
+                   attackers=args.attackers)
     finally:
         w.stop()
     print(res.report())
@@ -434,13 +560,17 @@ def main() -> int:
 
 # A small ring and prefix cache: both are filled during warm-up, so what is measured after it is
 # the steady state, not first touches of their pages.
-SOAK_WORKER_ARGS = ["--shm-mb", "16", "--prefix-cache-mb", "8", "--slots", "16"]
+# A slow consumer holds up to --client-queue-bytes of replies in the worker (and one more): 8 MiB
+# here, a sixth of the worker's VmRSS on the synthetic model.
+SOAK_WORKER_ARGS = ["--shm-mb", "16", "--prefix-cache-mb", "8", "--slots", str(FLOOD_INFLIGHT),
+                    "--client-queue-bytes", str(8 << 20)]
 
 
 def passed(res: SoakResult) -> bool:
     c = res.counts
     return (c.scenarios > 0 and not (c.lost or c.duplicated or c.unknown or c.mismatched
-                                     or c.errors) and res.rss_growth() <= RSS_SLACK_BYTES)
+                                     or c.errors) and res.rss_growth() <= RSS_SLACK_BYTES
+            and (not res.attackers or res.rss_end <= RSS_GROWTH_MAX * res.rss_start))
 
 
 if __name__ == "__main__":

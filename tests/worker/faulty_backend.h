@@ -27,6 +27,8 @@ class FaultyBackend : public engine::Backend {
   // together when the test lets go. No timing involved.
   std::atomic<bool> hold_runs{false};
   std::atomic<bool> holding{false};
+  // While set, run() answers what a model with NaN weights gives: NaN rows, argmax -1.
+  std::atomic<bool> nan_outputs{false};
 
   const engine::Rwkv7Hparams& hparams() const override { return inner_->hparams(); }
   std::string device_name() const override { return "faulty " + inner_->device_name(); }
@@ -43,7 +45,14 @@ class FaultyBackend : public engine::Backend {
     if (const int ms = run_delay_ms.load(); ms > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     }
-    return inner_->run(batch);
+    std::vector<engine::Tensor> out = inner_->run(batch);
+    if (nan_outputs.load()) {
+      for (size_t i = 0; i < out.size(); ++i) {
+        const bool argmax = batch[i].output == engine::OutputMode::kLastArgmax;
+        std::ranges::fill(out[i].data, argmax ? -1.0f : std::nanf(""));
+      }
+    }
+    return out;
   }
   void reset_state(uint32_t slot) override { inner_->reset_state(slot); }
   void read_state(uint32_t slot, std::span<float> out) override {

@@ -650,14 +650,40 @@ TEST_F(WorkerTest, StatesAsSharedMemoryInputsActAsInlineOnes) {
   const protocol::ShmInput wrong_size = input();
   open.state_shm = protocol::Request::ShmInputRef{wrong_size.name(), longer.size() * sizeof(float)};
   EXPECT_EQ(code_of(open), ErrorCode::kBadState) << "the object's size, not the model's state";
+  const uint64_t state_bytes = state.size() * sizeof(float);
   open.state_shm =
-      protocol::Request::ShmInputRef{std::string(protocol::kShmInputPrefix) + "1-0", 4};
+      protocol::Request::ShmInputRef{std::string(protocol::kShmInputPrefix) + "1-0", state_bytes};
   EXPECT_EQ(code_of(open), ErrorCode::kBadState) << "no such object";
-  open.state_shm = protocol::Request::ShmInputRef{"/etc/passwd", 4};
+  open.state_shm = protocol::Request::ShmInputRef{"/etc/passwd", state_bytes};
   EXPECT_EQ(code_of(open), ErrorCode::kBadState) << "not an input's name";
   EXPECT_EQ(c->tokenize("ok"), (std::vector<int32_t>{'o', 'k'}));
   c->session_close(doc);
   c->session_close(held);
+}
+
+// A shared-memory input that names more (or fewer) bytes than the model's state is refused
+// before any of it is read: the worker would read it whole first (1 GiB: seconds and 1 GiB).
+TEST_F(WorkerTest, ASharedMemoryInputOfTheWrongSizeIsNotRead) {
+  RWKVD_FIXTURE(model, kTiny);
+  start(model);
+  auto c = connect();
+  const std::vector<float> huge(4u << 20, 0.5f);  // 16 MiB, 60x the tiny model's state
+  const protocol::ShmInput object(std::as_bytes(std::span(huge)));
+  protocol::Request open;
+  open.op = protocol::Op::kSessionOpen;
+  open.state_shm = protocol::Request::ShmInputRef{object.name(), object.bytes()};
+  try {
+    c->call(open);
+    ADD_FAILURE() << "no error";
+  } catch (const client::WorkerError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kBadState);
+    EXPECT_NE(std::string(e.what()).find(std::to_string(ref_->hparams().state_floats() * 4)),
+              std::string::npos)
+        << e.what();
+  }
+  // Not read: the worker removes the objects it reads, and times each read.
+  EXPECT_TRUE(std::filesystem::exists("/dev/shm" + object.name()));
+  EXPECT_EQ(c->stats().find("latency_ms")->find("shm_state_read"), nullptr);
 }
 
 // The worker reads a request's shared-memory state off its server thread; what the same client

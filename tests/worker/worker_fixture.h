@@ -84,8 +84,9 @@ class WorkerTest : public ::testing::Test {
     bo.n_threads = 2;
     auto backend = engine::make_cpu_backend(engine::Rwkv7Model::load(model.string()), bo);
     if (wrap_backend_) backend = wrap_backend_(std::move(backend));
-    server_ = std::make_unique<worker::Server>(std::move(backend), std::make_shared<ByteCodec>(),
-                                               opt, worker::ModelInfo{"test", model.string(), 0});
+    if (!codec_) codec_ = std::make_shared<ByteCodec>();
+    server_ = std::make_unique<worker::Server>(std::move(backend), codec_, opt,
+                                               worker::ModelInfo{"test", model.string(), 0});
     server_->bind();
     endpoint_ = server_->endpoint();  // a tcp port of "*" resolved
     thread_ = std::thread([this] { server_->run(); });
@@ -163,6 +164,8 @@ class WorkerTest : public ::testing::Test {
     return n;
   }
 
+  // Set before start() to serve with another codec than ByteCodec.
+  std::shared_ptr<const worker::TextCodec> codec_;
   // Set before start() to put something between the worker and its backend (fault injection).
   std::function<std::unique_ptr<engine::Backend>(std::unique_ptr<engine::Backend>)> wrap_backend_;
   // Starts the worker on its backend wrapped in a W (a test double that forwards to it);
