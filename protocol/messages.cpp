@@ -441,7 +441,7 @@ Request parse_request(const Value& msg, const Limits& lim, ShmStates shm_states)
     }
     if (const Value* s = msg.find("session")) {
       req.session = s->as_uint("session");
-      if (req.session == 0) fail(ErrorCode::kUnknownSession, "session 0 does not exist");
+      if (req.session == 0) fail(ErrorCode::kUnknownSession, "session id 0 does not exist");
     }
     switch (req.op) {
       case Op::kSessionFork:
