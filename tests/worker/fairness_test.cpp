@@ -1,9 +1,7 @@
 // Fair scheduling among clients: one client that fills every slot with long generations does
 // not starve another's embed, generate or session feed (its tasks yield their slots), and the
 // tasks that yield resume exactly where they stopped.
-#include <zmq.hpp>
-
-#include "protocol/codec.h"
+#include "tests/worker/raw_dealer.h"
 #include "tests/worker/worker_fixture.h"
 
 namespace rwkvd::test {
@@ -18,12 +16,9 @@ uint64_t generate_steps(client::Client& c) {
 }
 
 // A raw DEALER that pipelines long greedy generations and reads their replies later.
-class Flood {
+class Flood : public RawDealer {
  public:
-  Flood(const std::string& endpoint) : s_(ctx_, zmq::socket_type::dealer) {
-    s_.set(zmq::sockopt::linger, 0);
-    s_.connect(endpoint);
-  }
+  using RawDealer::RawDealer;
   static std::vector<int32_t> prompt(uint64_t id) {
     return {static_cast<int32_t>(id), 7, static_cast<int32_t>(3 * id % 256)};
   }
@@ -46,31 +41,7 @@ class Flood {
     send(c);
   }
   // The next reply (not a heartbeat), within 30 s.
-  std::optional<protocol::Reply> next() {
-    for (;;) {
-      zmq::pollitem_t item{s_.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, std::chrono::seconds(30));
-      if (!(item.revents & ZMQ_POLLIN)) return std::nullopt;
-      zmq::message_t m;
-      (void)s_.recv(m);
-      auto rep = protocol::decode_reply(m.to_string_view());
-      if (rep.id != 0) return rep;
-    }
-  }
-  // Whether a reply is waiting now (nothing read).
-  bool has_reply() {
-    zmq::pollitem_t item{s_.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, std::chrono::milliseconds(0));
-    return (item.revents & ZMQ_POLLIN) != 0;
-  }
-
- private:
-  void send(const protocol::Request& r) {
-    const std::string bytes = protocol::encode_request(r);
-    s_.send(zmq::buffer(bytes), zmq::send_flags::none);
-  }
-  zmq::context_t ctx_{1};
-  zmq::socket_t s_;
+  std::optional<protocol::Reply> next() { return RawDealer::next(true); }
 };
 
 TEST_F(WorkerTest, FloodingClientDoesNotStarveOthers) {

@@ -1,9 +1,7 @@
 // What a client that does not read its replies costs the worker is bounded in bytes as well as
 // in messages: a reply that would take its queue past --client-queue-bytes is dropped for an
 // error with its id, and stats clients.stalled counts clients that stop reading, not replies.
-#include <zmq.hpp>
-
-#include "protocol/codec.h"
+#include "tests/worker/raw_dealer.h"
 #include "tests/worker/worker_fixture.h"
 
 namespace rwkvd::test {
@@ -15,13 +13,11 @@ const char* const kTiny = kTinyWorkerModel;
 
 // A raw DEALER that asks for a session's state over and over, inline (the tiny model's 264 KiB:
 // large replies that cost the engine no compute), and reads none of the answers until told.
-class Unread {
+class Unread : public RawDealer {
  public:
-  explicit Unread(const std::string& endpoint) : s_(ctx_, zmq::socket_type::dealer) {
-    s_.set(zmq::sockopt::linger, 0);
-    s_.set(zmq::sockopt::rcvhwm, 1);  // little held on this side: the worker's queue fills
-    s_.set(zmq::sockopt::rcvbuf, 4096);
-    s_.connect(endpoint);
+  // Little held on this side (a receive queue of one, a small kernel buffer): the worker's queue
+  // fills.
+  explicit Unread(const std::string& endpoint) : RawDealer(endpoint, 1, 4096) {
     protocol::Request open;
     open.id = 1;
     open.op = protocol::Op::kSessionOpen;
@@ -37,22 +33,8 @@ class Unread {
       send(r);
     }
   }
-  std::optional<protocol::Reply> next() {
-    zmq::pollitem_t item{s_.handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, std::chrono::seconds(30));
-    if (!(item.revents & ZMQ_POLLIN)) return std::nullopt;
-    zmq::message_t m;
-    (void)s_.recv(m);
-    return protocol::decode_reply(m.to_string_view());
-  }
 
  private:
-  void send(const protocol::Request& r) {
-    const std::string bytes = protocol::encode_request(r);
-    s_.send(zmq::buffer(bytes), zmq::send_flags::none);
-  }
-  zmq::context_t ctx_{1};
-  zmq::socket_t s_;
   uint64_t session_ = 0;
 };
 
