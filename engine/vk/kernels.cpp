@@ -33,11 +33,6 @@ constexpr uint32_t kMcdRows = 16, kMcdTokens = 16;  // mcd.comp BM, BT
 // mc_split()'s most parts (the scratch in the logits region holds 8 rows a token).
 constexpr uint32_t kMcSplitMost = 8;
 
-struct MmPush {
-  uint32_t K[4], N[4], x_off[4], y_off[4], mode[4], row_bytes[4], yq_off[4];
-  uint32_t T;
-  uint32_t ksplit = 1, part_off = 0, part_width = 0;  // mc.comp split-K
-};
 static_assert(sizeof(MmPush) <= kPushConstantBytes);
 static_assert(sizeof(ShiftArgs) <= kPushConstantBytes);
 static_assert(sizeof(WkvArgs) <= kPushConstantBytes);
@@ -702,21 +697,37 @@ void Kernels::dispatch(VkCommandBuffer cb, uint32_t x, uint32_t y, uint32_t z) {
   vkCmdDispatch(cb, x, y, z);
 }
 
-// One mm() call: its arguments, push constants and what they have in common.
+const char* mm_input_name(MmInput input) {
+  switch (input) {
+    case MmInput::kInt8:
+      return "int8";
+    case MmInput::kHalf:
+      return "fp16";
+    case MmInput::kHalves:
+      return "fp16x2";
+    case MmInput::kFloat:
+      break;
+  }
+  return "f32";
+}
+
+// One plan_mm() call: its arguments and what its parts share, and the plan they fill in.
 struct Kernels::MmCall {
-  VkCommandBuffer cb;
-  VkDescriptorSet set;
   GgmlType type;
   std::span<const MmSlot> slots;
   uint32_t T;
-  MmPush pc{};
+  MmPlan plan;
   uint32_t max_n = 0, n_slots = 0;
   bool qout = false;  // some slot wants its output's int8 form too
 };
 
 void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
                  std::span<const MmSlot> slots, uint32_t T) {
-  MmCall c{cb, set, type, slots, T};
+  record_mm(cb, set, plan_mm(type, slots, T));
+}
+
+MmPlan Kernels::plan_mm(GgmlType type, std::span<const MmSlot> slots, uint32_t T) const {
+  MmCall c{type, slots, T};
   mm_prepare(c);
   const bool k32 =
       std::all_of(slots.begin(), slots.end(), [](const MmSlot& s) { return s.K % 32 == 0; });
@@ -731,20 +742,33 @@ void Kernels::mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type,
         return s.x_off % 8 == 0 && uses_coopmat(type, s.K, T);
       });
   if (k32 && !c.qout && few_on_coopmat(T) && (halves || reads_h16(type, slots, T))) {
-    return mm_few_on_coopmat(c, halves);
+    mm_few_on_coopmat(c, halves);
+  } else if (k32 && T <= t_.mv_max_t && takes_mvf(type, slots, T)) {
+    mm_float_matvec(c);
+  } else if (k32 && T <= t_.mv_max_t) {
+    mm_matvec(c);
+  } else if (k32 && T >= t_.mt_min_t) {  // (mv: T <= max)
+    coopmat ? mm_coopmat(c) : mm_tiled(c);
+  } else {
+    mm_portable(c);
   }
-  if (k32 && T <= t_.mv_max_t && takes_mvf(type, slots, T)) return mm_float_matvec(c);
-  if (k32 && T <= t_.mv_max_t) return mm_matvec(c);
-  if (k32 && T >= t_.mt_min_t) return coopmat ? mm_coopmat(c) : mm_tiled(c);  // (mv: T <= max)
-  bind(cb, set, {subgroup_variant("mm_" + weight_type_suffix(type)), {wg_, kTokenTile}}, &c.pc,
-       sizeof(c.pc));
-  // Rows per workgroup: one per subgroup, or one (workgroup reduction).
-  const uint32_t rows =
-      prof_.features.subgroup_arith ? std::max(1u, wg_ / prof_.features.subgroup_size) : 1u;
-  dispatch(cb, row_groups(c.max_n, rows), ceil_div(T, kTokenTile), c.n_slots);
+  if (c.plan.writes_h16 && c.plan.input != MmInput::kHalf) {
+    throw EngineError("vk mm: this product cannot write its output's fp16 form");
+  }
+  return c.plan;
 }
 
-// The checks of an mm() call and its push constants as the slots give them.
+void Kernels::record_mm(VkCommandBuffer cb, VkDescriptorSet set, const MmPlan& p) {
+  bind(cb, set, p.key, &p.pc, sizeof(p.pc));
+  dispatch(cb, p.x, p.y, p.z);
+  if (p.split > 1) {
+    compute_barrier(cb);
+    bind(cb, set, {"mc_sum", {kMcSumWg}}, &p.pc, sizeof(p.pc));
+    dispatch(cb, p.sum_x, p.sum_y, 1);
+  }
+}
+
+// The checks of a plan_mm() call and its push constants as the slots give them.
 void Kernels::mm_prepare(MmCall& c) const {
   const std::span<const MmSlot> slots = c.slots;
   if (slots.empty() || slots.size() > kWeightBindings || c.T == 0) {
@@ -753,16 +777,17 @@ void Kernels::mm_prepare(MmCall& c) const {
   if (slots[0].front.rec != kNoQ8 && (c.T != 1 || !runs_shift_in_front(c.type, slots))) {
     throw EngineError("vk mm: these products cannot run the shift in front");
   }
+  MmPush& pc = c.plan.pc;
   for (size_t i = 0; i < slots.size(); ++i) {
     const MmSlot& s = slots[i];
     if (s.K % 8 != 0) throw EngineError("vk mm: K must be a multiple of 8");
-    c.pc.K[i] = s.K;
-    c.pc.N[i] = s.N;
-    c.pc.x_off[i] = s.x_off;
-    c.pc.y_off[i] = s.y_off;
-    c.pc.mode[i] = static_cast<uint32_t>(s.mode);
-    c.pc.row_bytes[i] = s.row_bytes;
-    c.pc.yq_off[i] = s.yq_off;
+    pc.K[i] = s.K;
+    pc.N[i] = s.N;
+    pc.x_off[i] = s.x_off;
+    pc.y_off[i] = s.y_off;
+    pc.mode[i] = static_cast<uint32_t>(s.mode);
+    pc.row_bytes[i] = s.row_bytes;
+    pc.yq_off[i] = s.yq_off;
     c.max_n = std::max(c.max_n, s.N);
     if (s.yq_off != kNoQ8) {
       if (s.q8_off == kNoQ8 || !writes_q8(c.type, s.K, s.N, c.T)) {
@@ -771,11 +796,13 @@ void Kernels::mm_prepare(MmCall& c) const {
       c.qout = true;
     }
   }
-  c.pc.T = c.T;
+  pc.T = c.T;
   c.n_slots = static_cast<uint32_t>(slots.size());
-  const bool hout =
+  c.plan.writes_q8 = c.qout;
+  c.plan.shift_in_front = slots[0].front.rec != kNoQ8;
+  c.plan.writes_h16 =
       std::any_of(slots.begin(), slots.end(), [](const MmSlot& s) { return s.yh_off != kNoQ8; });
-  if (hout && !writes_h16(c.type, slots, c.T)) {
+  if (c.plan.writes_h16 && !writes_h16(c.type, slots, c.T)) {
     throw EngineError("vk mm: this product cannot write its output's fp16 form");
   }
 }
@@ -783,80 +810,88 @@ void Kernels::mm_prepare(MmCall& c) const {
 // Tensor-core products: `key` over gx x gy workgroups a slot and part of K; with split-K parts
 // (mc_split, mcd_split) mc_sum.comp then adds their partial sums in order, through the epilogue.
 void Kernels::mm_parts(MmCall& c, const Pipelines::Key& key, uint32_t split, uint32_t gx,
-                       uint32_t gy) {
+                       uint32_t gy) const {
+  MmPlan& p = c.plan;
   if (split > 1) {
-    c.pc.ksplit = split;
-    c.pc.part_off = c.slots[0].part_off;
-    c.pc.part_width = c.slots[0].part_width;
+    p.pc.ksplit = split;
+    p.pc.part_off = c.slots[0].part_off;
+    p.pc.part_width = c.slots[0].part_width;
+    p.sum_x = ceil_div(c.T * c.max_n, kMcSumWg);
+    p.sum_y = c.n_slots;
   }
-  bind(c.cb, c.set, key, &c.pc, sizeof(c.pc));
-  dispatch(c.cb, gx, gy, c.n_slots * split);
-  if (split > 1) {
-    compute_barrier(c.cb);
-    bind(c.cb, c.set, {"mc_sum", {kMcSumWg}}, &c.pc, sizeof(c.pc));
-    dispatch(c.cb, ceil_div(c.T * c.max_n, kMcSumWg), c.n_slots, 1);
-  }
+  p.key = key;
+  p.split = split;
+  p.x = gx;
+  p.y = gy;
+  p.z = c.n_slots * split;
 }
 
 // mcd.comp: from the inputs' fp16 form, or (halves) from the floats split in two halves.
-void Kernels::mm_few_on_coopmat(MmCall& c, bool halves) {
+void Kernels::mm_few_on_coopmat(MmCall& c, bool halves) const {
+  c.plan.input = halves ? MmInput::kHalves : MmInput::kHalf;
   for (size_t i = 0; i < c.slots.size() && !halves; ++i) {
-    c.pc.x_off[i] = c.slots[i].h16_off;
-    c.pc.yq_off[i] = c.slots[i].yh_off;
+    c.plan.pc.x_off[i] = c.slots[i].h16_off;
+    c.plan.pc.yq_off[i] = c.slots[i].yh_off;
   }
   mm_parts(c, mcd_key(c.type), mcd_split(c.slots), ceil_div(c.max_n, kMcdRows),
            ceil_div(c.T, kMcdTokens));
 }
 
 // mvf.comp: float weights at one token, maybe with the shift in front.
-void Kernels::mm_float_matvec(MmCall& c) {
+void Kernels::mm_float_matvec(MmCall& c) const {
   uint64_t weights = 0;  // the largest slot's
   uint32_t k_max = 0;    // the longest row's
   for (const MmSlot& sl : c.slots) {
     weights = std::max<uint64_t>(weights, uint64_t{sl.K} * sl.N);
     k_max = std::max(k_max, sl.K);
   }
-  const bool front = c.slots[0].front.rec != kNoQ8;
+  const bool front = c.plan.shift_in_front;
   const Pipelines::Key key =
       front ? mvf_ln_key(c.type, c.slots[0].K) : mvf_key(c.type, c.max_n, weights, k_max);
-  if (front) set_front(c.slots, c.pc);
-  bind(c.cb, c.set, key, &c.pc, sizeof(c.pc));
+  if (front) set_front(c.slots, c.plan.pc);
   const uint32_t rows =
       key.second[0] / prof_.features.subgroup_size / key.second[3] * key.second[2];
-  dispatch(c.cb, row_groups(c.max_n, rows), 1, c.n_slots);
+  c.plan.key = key;
+  c.plan.x = row_groups(c.max_n, rows);
+  c.plan.y = 1;
+  c.plan.z = c.n_slots;
 }
 
 // mvq.comp on the inputs' int8 form (maybe with the shift in front), else mv.comp.
-void Kernels::mm_matvec(MmCall& c) {
+void Kernels::mm_matvec(MmCall& c) const {
+  MmPush& pc = c.plan.pc;
   const uint32_t tt = mv_tokens(c.T, t_.mv_tt_max);
   const bool q8 =
       reads_q8(c.type, c.T) && std::all_of(c.slots.begin(), c.slots.end(),
                                            [](const MmSlot& s) { return s.q8_off != kNoQ8; });
   if (q8) {
-    for (size_t i = 0; i < c.slots.size(); ++i) c.pc.x_off[i] = c.slots[i].q8_off;
+    c.plan.input = MmInput::kInt8;
+    for (size_t i = 0; i < c.slots.size(); ++i) pc.x_off[i] = c.slots[i].q8_off;
   }
   if (q8 && !c.qout) {
     uint32_t k_min = UINT32_MAX;
     for (const MmSlot& sl : c.slots) k_min = std::min(k_min, sl.K);
-    c.pc.ksplit = mvq_ksplit(k_min);
+    pc.ksplit = mvq_ksplit(k_min);
   }
-  const bool front = c.slots[0].front.rec != kNoQ8;
+  const bool front = c.plan.shift_in_front;
   if (front) {  // (int8 inputs: mm_prepare()'s check of runs_shift_in_front())
-    set_front(c.slots, c.pc);
-    c.pc.ksplit = 1;
+    set_front(c.slots, pc);
+    pc.ksplit = 1;
   }
   const Pipelines::Key key = front ? mvq_ln_key(c.type, c.slots[0].K, c.qout)
                              : q8  ? mvq_key(c.type, tt, c.qout, c.max_n)
                                    : mv_key(c.type, tt, mv_rows());
-  bind(c.cb, c.set, key, &c.pc, sizeof(c.pc));
   // Rows a workgroup: its subgroups (per part of K) times the pipeline's rows a subgroup
   // (specialization constant 2 of all three kernels).
-  const uint32_t rows = key.second[0] / prof_.features.subgroup_size / c.pc.ksplit * key.second[2];
-  dispatch(c.cb, row_groups(c.max_n, rows), ceil_div(c.T, tt), c.n_slots);
+  const uint32_t rows = key.second[0] / prof_.features.subgroup_size / pc.ksplit * key.second[2];
+  c.plan.key = key;
+  c.plan.x = row_groups(c.max_n, rows);
+  c.plan.y = ceil_div(c.T, tt);
+  c.plan.z = c.n_slots;
 }
 
 // mc.comp, tiles of 64 or 128 rows by 64 or 32 tokens.
-void Kernels::mm_coopmat(MmCall& c) {
+void Kernels::mm_coopmat(MmCall& c) const {
   // 32-token tiles where 64-token ones would leave the GPU short of invocations
   // (Tuning::mc_small_grid; a 128-row workgroup counts twice a 64-row one).
   // Q6_K takes 64-token tiles whenever it has 64 tokens: its pieces cost the most to decode,
@@ -872,10 +907,12 @@ void Kernels::mm_coopmat(MmCall& c) {
   // products): half the bytes of the reads that dominate mc.comp's traffic.
   const bool x16 = reads_h16(c.type, c.slots, c.T);
   if (x16) {
+    c.plan.input = MmInput::kHalf;
     for (size_t i = 0; i < c.slots.size(); ++i) {
-      c.pc.x_off[i] = c.slots[i].h16_off;
-      c.pc.yq_off[i] = c.slots[i].yh_off;
-      if (c.slots[i].yh_off != kNoQ8 && c.slots[i].y_half_only) c.pc.mode[i] |= kModeHalfOnly;
+      MmPush& pc = c.plan.pc;
+      pc.x_off[i] = c.slots[i].h16_off;
+      pc.yq_off[i] = c.slots[i].yh_off;
+      if (c.slots[i].yh_off != kNoQ8 && c.slots[i].y_half_only) pc.mode[i] |= kModeHalfOnly;
     }
   }
   mm_parts(c, mc_key(c.type, rows, tokens, x16), split, ceil_div(c.max_n, rows),
@@ -883,9 +920,21 @@ void Kernels::mm_coopmat(MmCall& c) {
 }
 
 // mt.comp: fp32 tiles of 64 rows by 64 tokens.
-void Kernels::mm_tiled(MmCall& c) {
-  bind(c.cb, c.set, {"mt_" + weight_type_suffix(c.type), {}}, &c.pc, sizeof(c.pc));
-  dispatch(c.cb, ceil_div(c.max_n, kTileRows), ceil_div(c.T, kTileTokens), c.n_slots);
+void Kernels::mm_tiled(MmCall& c) const {
+  c.plan.key = {"mt_" + weight_type_suffix(c.type), {}};
+  c.plan.x = ceil_div(c.max_n, kTileRows);
+  c.plan.y = ceil_div(c.T, kTileTokens);
+  c.plan.z = c.n_slots;
+}
+
+// mm.comp: any shape; rows a workgroup: one per subgroup, or one (workgroup reduction).
+void Kernels::mm_portable(MmCall& c) const {
+  const uint32_t rows =
+      prof_.features.subgroup_arith ? std::max(1u, wg_ / prof_.features.subgroup_size) : 1u;
+  c.plan.key = {subgroup_variant("mm_" + weight_type_suffix(c.type)), {wg_, kTokenTile}};
+  c.plan.x = row_groups(c.max_n, rows);
+  c.plan.y = ceil_div(c.T, kTokenTile);
+  c.plan.z = c.n_slots;
 }
 
 void Kernels::embed(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type, const EmbedArgs& a,
@@ -1044,6 +1093,35 @@ void Kernels::compute_barrier(VkCommandBuffer cb) {
   mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
   vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
+void Kernels::full_barrier(VkCommandBuffer cb) {
+  if (pipes_ == nullptr) return log_.push_back({});
+  barrier(cb);
+}
+
+void Kernels::host_barrier(VkCommandBuffer cb) {
+  if (pipes_ == nullptr) return log_.push_back({});
+  VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+}
+
+void Kernels::copy(VkCommandBuffer cb, VkBuffer src, VkBuffer dst,
+                   std::span<const VkBufferCopy> regions) {
+  if (pipes_ == nullptr)
+    return log_.push_back({{"copy", {}}, static_cast<uint32_t>(regions.size())});
+  vkCmdCopyBuffer(cb, src, dst, static_cast<uint32_t>(regions.size()), regions.data());
+}
+
+Kernels Kernels::plan_only() const {
+  Kernels k = *this;
+  k.pipes_ = nullptr;
+  k.dispatches_ = 0;
+  k.log_.clear();
+  return k;
 }
 
 void Kernels::barrier(VkCommandBuffer cb) {

@@ -111,6 +111,34 @@ struct OutLnArgs {
   uint32_t q8_off = kNoQ8;
 };
 
+// The push constants of every product kernel (shaders/product.glsl).
+struct MmPush {
+  uint32_t K[4], N[4], x_off[4], y_off[4], mode[4], row_bytes[4], yq_off[4];
+  uint32_t T;
+  uint32_t ksplit = 1, part_off = 0, part_width = 0;  // split-K parts, or a shift in front
+};
+
+// The form a product reads its inputs in: floats, their int8 form (shaders/q8.glsl), their fp16
+// form (shaders/h16.comp), or the floats split into two fp16 halves (F16 weights on tensor cores).
+enum class MmInput : uint8_t { kFloat, kInt8, kHalf, kHalves };
+const char* mm_input_name(MmInput input);
+
+// How a group of products runs: Kernels::plan_mm() decides it from the slots, record_mm()
+// records it. The one place where a product's kernel is chosen: the forward's plan asks it which
+// form each product reads, so that producers write just those forms.
+struct MmPlan {
+  MmInput input = MmInput::kFloat;
+  bool writes_q8 = false;   // also its output's int8 form (a slot's yq_off)
+  bool writes_h16 = false;  // also its output's fp16 form (a slot's yh_off)
+  bool shift_in_front = false;
+  Pipelines::Key key;
+  uint32_t x = 0, y = 0, z = 0;  // the grid
+  // Split-K parts (z counts them): mc_sum.comp adds their partial sums after a barrier.
+  uint32_t split = 1;
+  uint32_t sum_x = 0, sum_y = 0;  // mc_sum.comp's grid
+  MmPush pc{};
+};
+
 // One dispatch as Kernels recorded it: its pipeline and grid, or a barrier (empty key name).
 struct Dispatch {
   Pipelines::Key key;
@@ -133,9 +161,13 @@ class Kernels {
   void warm(std::span<const GgmlType> types, uint32_t n_embd, uint32_t head_size,
             uint32_t lora_ranks, GgmlType head);
 
-  // y = W x for 1..4 weights of `type`, T tokens.
+  // y = W x for 1..4 weights of `type`, T tokens: record_mm(plan_mm()).
   void mm(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type, std::span<const MmSlot> slots,
           uint32_t T);
+  // The kernel, input form and grid of those products; throws EngineError where the slots ask
+  // for what no kernel here does (an output form, a shift in front).
+  MmPlan plan_mm(GgmlType type, std::span<const MmSlot> slots, uint32_t T) const;
+  void record_mm(VkCommandBuffer cb, VkDescriptorSet set, const MmPlan& plan);
   // Whether mm() reads the int8 form of T tokens' inputs to products of `type` (when every slot
   // has one): decode products of Q4_K/Q5_K weights where the device has integer dot products
   // (mvq.comp). Producers write the form only then.
@@ -202,6 +234,11 @@ class Kernels {
 
   // Makes every earlier shader/transfer write visible to every later shader/transfer access.
   static void barrier(VkCommandBuffer cb);
+  // The same, logged by a plan-only Kernels; then the host's barrier (shader and transfer
+  // writes visible to host reads), and a copy between buffers.
+  void full_barrier(VkCommandBuffer cb);
+  void host_barrier(VkCommandBuffer cb);
+  void copy(VkCommandBuffer cb, VkBuffer src, VkBuffer dst, std::span<const VkBufferCopy> regions);
   // Between two dispatches: shader writes visible to later shaders, nothing else (a barrier
   // that also names transfers costs more on some drivers; Tuning::full_barriers takes that).
   void compute_barrier(VkCommandBuffer cb);
@@ -222,6 +259,8 @@ class Kernels {
   bool head_on_coopmat(GgmlType type, uint32_t rows) const;
 
   uint32_t dispatches() const { return dispatches_; }  // recorded so far (for reports/tests)
+  // A plan-only copy (same profile and tuning, no pipelines, an empty log).
+  Kernels plan_only() const;
   // A plan-only Kernels' dispatches and barriers so far, and forgetting them.
   const std::vector<Dispatch>& dispatch_log() const { return log_; }
   void clear_dispatch_log() { log_.clear(); }
@@ -306,15 +345,17 @@ class Kernels {
   void warm_matvec(GgmlType t, uint32_t n_embd, std::vector<Pipelines::Key>& keys) const;
   void warm_rows_and_wkv(uint32_t n_embd, uint32_t head_size, uint32_t lora_ranks,
                          std::vector<Pipelines::Key>& keys) const;
-  // mm()'s parts: its checks and push constants, then one per kernel it can take.
+  // plan_mm()'s parts: its checks and push constants, then one per kernel it can take.
   struct MmCall;
   void mm_prepare(MmCall& c) const;
-  void mm_parts(MmCall& c, const Pipelines::Key& key, uint32_t split, uint32_t gx, uint32_t gy);
-  void mm_few_on_coopmat(MmCall& c, bool halves);
-  void mm_float_matvec(MmCall& c);
-  void mm_matvec(MmCall& c);
-  void mm_coopmat(MmCall& c);
-  void mm_tiled(MmCall& c);
+  void mm_parts(MmCall& c, const Pipelines::Key& key, uint32_t split, uint32_t gx,
+                uint32_t gy) const;
+  void mm_few_on_coopmat(MmCall& c, bool halves) const;
+  void mm_float_matvec(MmCall& c) const;
+  void mm_matvec(MmCall& c) const;
+  void mm_coopmat(MmCall& c) const;
+  void mm_tiled(MmCall& c) const;
+  void mm_portable(MmCall& c) const;
   // Binds the pipeline of `key` with its descriptor set and push constants, and dispatch()
   // records its grid; without pipelines (a plan-only Kernels) both only log (dispatch_log()).
   void bind(VkCommandBuffer cb, VkDescriptorSet set, const Pipelines::Key& key, const void* pc,
