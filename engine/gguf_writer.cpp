@@ -1,5 +1,7 @@
 #include "engine/gguf_writer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -100,18 +102,30 @@ GgufMetaValue GgufMetaValue::copy_of(const GgufValue& v) {
   }();
   const double d = std::holds_alternative<double>(v.value) ? std::get<double>(v.value) : 0.0;
   switch (v.type) {
-    case GgufValueType::U8: return u8(static_cast<uint8_t>(u));
-    case GgufValueType::I8: return i8(static_cast<int8_t>(u));
-    case GgufValueType::U16: return u16(static_cast<uint16_t>(u));
-    case GgufValueType::I16: return i16(static_cast<int16_t>(u));
-    case GgufValueType::U32: return u32(static_cast<uint32_t>(u));
-    case GgufValueType::I32: return i32(static_cast<int32_t>(u));
-    case GgufValueType::U64: return u64(u);
-    case GgufValueType::I64: return i64(static_cast<int64_t>(u));
-    case GgufValueType::F32: return f32(static_cast<float>(d));
-    case GgufValueType::F64: return f64(d);
-    case GgufValueType::BOOL: return boolean(u != 0);
-    default: throw EngineError("GgufMetaValue::copy_of: unexpected value type");
+    case GgufValueType::U8:
+      return u8(static_cast<uint8_t>(u));
+    case GgufValueType::I8:
+      return i8(static_cast<int8_t>(u));
+    case GgufValueType::U16:
+      return u16(static_cast<uint16_t>(u));
+    case GgufValueType::I16:
+      return i16(static_cast<int16_t>(u));
+    case GgufValueType::U32:
+      return u32(static_cast<uint32_t>(u));
+    case GgufValueType::I32:
+      return i32(static_cast<int32_t>(u));
+    case GgufValueType::U64:
+      return u64(u);
+    case GgufValueType::I64:
+      return i64(static_cast<int64_t>(u));
+    case GgufValueType::F32:
+      return f32(static_cast<float>(d));
+    case GgufValueType::F64:
+      return f64(d);
+    case GgufValueType::BOOL:
+      return boolean(u != 0);
+    default:
+      throw EngineError("GgufMetaValue::copy_of: unexpected value type");
   }
 }
 
@@ -289,6 +303,21 @@ void GgufWriter::write(std::span<const std::byte> bytes) {
   tensor_written_ += bytes.size();
 }
 
+void GgufWriter::write_zeros(uint64_t n) {
+  if (state_ != State::kInTensor) fail("tensor data written outside begin/end_tensor");
+  const GgufWriterTensor& t = tensors_[next_tensor_];
+  if (n > t.n_bytes - tensor_written_) {
+    fail("tensor '" + t.name + "': " + std::to_string(tensor_written_ + n) +
+         " bytes written, its size is " + std::to_string(t.n_bytes));
+  }
+  if (n == 0) return;
+  if (fseeko(file_, static_cast<off_t>(n), SEEK_CUR) != 0) {
+    fail("seek failed: " + std::string(std::strerror(errno)));
+  }
+  written_ += n;
+  tensor_written_ += n;
+}
+
 void GgufWriter::end_tensor() {
   if (state_ != State::kInTensor) fail("end_tensor without begin_tensor");
   const GgufWriterTensor& t = tensors_[next_tensor_];
@@ -307,7 +336,9 @@ void GgufWriter::finish() {
   if (next_tensor_ != tensors_.size()) {
     fail("finish() before tensor '" + tensors_[next_tensor_].name + "' was written");
   }
-  const bool flushed = std::fflush(file_) == 0;
+  // (A hole left by write_zeros() at the end has no bytes yet: the size is set here.)
+  const bool flushed =
+      std::fflush(file_) == 0 && ftruncate(fileno(file_), static_cast<off_t>(written_)) == 0;
   const int flush_err = errno;
   const bool closed = std::fclose(file_) == 0;
   file_ = nullptr;

@@ -120,6 +120,9 @@ class GgufWriter {
   // number of write() calls adding up to exactly its byte size, end_tensor (adds the padding).
   void begin_tensor(std::string_view name);
   void write(std::span<const std::byte> bytes);
+  // n bytes of zeros, left as a hole in the file (no disk used where the file system makes
+  // sparse files).
+  void write_zeros(uint64_t n);
   void end_tensor();
   void write_tensor(std::string_view name, std::span<const std::byte> bytes) {
     begin_tensor(name);

@@ -63,10 +63,10 @@ void run_synth(SynthOptions& o, const CLI::App& cmd) {
     bar.update(done, total, tensor);
   });
   if (!o.quiet) {
-    std::fprintf(stderr, "synth: wrote %s (%u layers, D %u, vocab %u, %s, seed %llu)\n",
+    std::fprintf(stderr, "synth: wrote %s (%u layers, D %u, vocab %u, %s%s, seed %llu)\n",
                  o.out.c_str(), c.layers, c.embd, c.vocab,
                  std::string(synth::file_type_name(c.type)).c_str(),
-                 static_cast<unsigned long long>(c.seed));
+                 c.zeros ? ", zero weights" : "", static_cast<unsigned long long>(c.seed));
   }
 }
 
@@ -92,6 +92,9 @@ void add_synth_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "Output .gguf")->required();
   cmd->add_option("--vocab-file", o->vocab_file, "rwkv_vocab_v20230424.txt to take tokens from");
   cmd->add_option("--name", o->cfg.name, "general.name (default: from the shape and seed)");
+  cmd->add_flag("--zeros", o->cfg.zeros,
+                "Every weight zero, left as holes in the file: real shapes in a moment and no "
+                "disk (for `rwkvd inspect --plan`; its outputs are meaningless)");
   cmd->add_flag("--quiet,-q", o->quiet, "No progress on stderr");
   cmd->callback([o, cmd] { run_synth(*o, *cmd); });
 }

@@ -1,135 +1,100 @@
-// Which kernel each product of a layer takes, without a device: a plan-only Kernels (no
-// pipelines: every dispatch goes to its log) on named device profiles (lavapipe, an H200, an AMD
-// GPU) with their class's tuning, for every weight type, at one token (decode), 8 tokens (8
-// sequences decoding) and 512 (a long chunk). The products have the shapes of a 2.9B layer and
-// every input form the forward offers (floats, int8, fp16; split-K scratch); output forms and
-// shifts in front are the forward's to add. The table is tests/vk/golden/plans.txt: a rule or
-// tuning change that moves a kernel shows there in review.
+// Which kernel each dispatch of a forward takes, without a device: the forward's plan
+// (forward_plan.h) of a 2.9B-shaped model of each file type (zero weights, written as holes in
+// a moment) on named device profiles (lavapipe, an H200, an AMD GPU) with their class's tuning,
+// for a decode step of one sequence, of 8 sequences, and a long chunk of 512 tokens: layer 1 (a
+// layer with every product) and the head, with the forms each product reads and writes and the
+// barriers. The table is tests/vk/golden/forward_plans.txt: a rule or tuning change that moves a
+// kernel shows there in review.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "engine/error.h"
-#include "engine/ggml_type.h"
-#include "engine/vk/device_layout.h"
+#include "engine/model.h"
 #include "engine/vk/device_profile.h"
-#include "engine/vk/kernels.h"
+#include "engine/vk/forward_plan.h"
+#include "engine/vk/plan_text.h"
 #include "engine/vk/tuning.h"
 #include "shaders/shaders.h"
+#include "tools/synth/synth.h"
 
 namespace rwkvd::engine::vk {
 namespace {
 
-constexpr uint32_t kD = 2560, kFfn = 10240, kVocab = 65536;
-constexpr uint32_t kRanks[4] = {96, 96, 320, 64};  // w, a, g, v
-
-// Distinct act offsets a product's slots read and write (their values matter only for
-// alignment checks: multiples of 16 floats).
-struct Offsets {
-  uint32_t next = 0;
-  uint32_t take() { return next += 1u << 20; }
-};
-
-MmSlot product(Offsets& o, uint32_t K, uint32_t N, GgmlType type, bool half_inputs, bool layer) {
-  MmSlot s{K, N, o.take(), o.take(), MmMode::kStore, 0, o.take()};
-  s.row_bytes = static_cast<uint32_t>(device_row_bytes(type, K));
-  if (half_inputs) s.h16_off = o.take();
-  if (layer) {  // split-K scratch: the logits region, as the forward gives its layers
-    s.part_off = o.take();
-    s.part_width = kVocab;
+// A zero-weight 2.9B-shaped model of each file type, made once for the whole test.
+const Rwkv7Model& model_2_9b(const std::string& type) {
+  static std::map<std::string, std::shared_ptr<const Rwkv7Model>> made;
+  auto& m = made[type];
+  if (!m) {
+    tools::synth::SynthConfig cfg;
+    cfg.layers = 32;
+    cfg.embd = 2560;
+    cfg.type = *tools::synth::parse_file_type(type);
+    cfg.zeros = true;
+    const std::filesystem::path path =
+        std::filesystem::path(::testing::TempDir()) / ("plan-2.9b-" + type + ".gguf");
+    tools::synth::synthesize(cfg, path.string());
+    m = Rwkv7Model::load(path.string());
+    std::filesystem::remove(path);  // (the mapping keeps it)
   }
-  return s;
+  return *m;
 }
 
-std::string key_text(const Pipelines::Key& k) {
-  std::string out = k.first + "{";
-  for (size_t i = 0; i < k.second.size(); ++i) out += (i ? "," : "") + std::to_string(k.second[i]);
-  return out + "}";
-}
-
-// The dispatches of one product as text: "pipeline{constants} x,y,z", barriers as "|".
-std::string plan_of(Kernels& k, GgmlType type, const std::vector<MmSlot>& slots, uint32_t T) {
-  k.clear_dispatch_log();
-  k.mm(VK_NULL_HANDLE, VK_NULL_HANDLE, type, slots, T);
-  std::string out;
-  for (const Dispatch& d : k.dispatch_log()) {
-    if (!out.empty()) out += " ";
-    out += d.key.first.empty() ? "|"
-                               : key_text(d.key) + " " + std::to_string(d.x) + "," +
-                                     std::to_string(d.y) + "," + std::to_string(d.z);
-  }
-  return out;
-}
-
-// Every product of a layer and the head for one profile, type and token count.
-void plan_lines(const std::string& profile, GgmlType type, uint32_t T,
-                std::vector<std::string>& out) {
+// Layer 1 and the head of a forward of T tokens over B sequences, each wanting its last logits.
+void plan_lines(const std::string& profile, const std::string& type, uint32_t T, uint32_t B,
+                std::string& out) {
   const DeviceProfile p = named_device_profile(profile);
-  Kernels k(p, tuning_table(p.device_class()), nullptr);
-  const bool quantised = ggml_traits(type).block_elems > 1;
-  Offsets o;
-  std::vector<MmSlot> down, up;
-  for (const uint32_t r : kRanks) {
-    down.push_back(product(o, kD, r, GgmlType::F32, true, true));
-    up.push_back(product(o, r, kD, GgmlType::F32, false, true));
-  }
-  for (auto* list : {&down, &up}) {
-    for (MmSlot& s : *list) s.half_ok = quantised;  // the forward's rule for LoRA products
-  }
-  const std::vector<MmSlot> rkv(3, product(o, kD, kD, type, true, true));
-  const struct {
-    const char* role;
-    GgmlType type;
-    std::vector<MmSlot> slots;
-  } products[] = {
-      {"lora down", GgmlType::F32, down},
-      {"r,k,v", type, rkv},
-      {"lora up", GgmlType::F32, up},
-      {"output", type, {product(o, kD, kD, type, true, true)}},
-      {"ffn key", type, {product(o, kD, kFfn, type, true, true)}},
-      {"ffn value", type, {product(o, kFfn, kD, type, true, true)}},
-      {"head", type, {product(o, kD, kVocab, type, true, false)}},
-  };
-  for (const auto& pr : products) {
-    std::ostringstream line;
-    line << profile << " " << ggml_traits(type).name << " T=" << T << " " << pr.role << ": "
-         << plan_of(k, pr.type, pr.slots, T);
-    out.push_back(line.str());
-  }
+  const Kernels k(p, tuning_table(p.device_class()), nullptr);
+  const Rwkv7Model& m = model_2_9b(type);
+  const WeightLayout weights(m, UINT32_MAX);
+  const ForwardPlanner planner(k, m, weights,
+                               ForwardGeometry::fit(m.hparams(), 1024, 64, UINT32_MAX));
+  const ForwardShape shape{T, B, B, B};
+  const std::string head =
+      profile + " " + type + " T=" + std::to_string(T) + " B=" + std::to_string(B);
+  out += head + " layer 1\n" + segment_text(planner, 2, shape);
+  out += head + " head\n" + segment_text(planner, planner.n_segments() - 1, shape);
 }
 
-std::vector<std::string> all_plans() {
-  std::vector<std::string> out;
+std::string all_plans() {
+  std::string out;
   for (const std::string& profile : device_profile_names()) {
-    for (const GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0,
-                             GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
-      for (const uint32_t T : {1u, 8u, 512u}) plan_lines(profile, t, T, out);
+    for (const char* type : {"f32", "f16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k"}) {
+      for (const auto& [T, B] : {std::pair{1u, 1u}, {8u, 8u}, {512u, 1u}}) {
+        plan_lines(profile, type, T, B, out);
+      }
     }
   }
   return out;
 }
 
-TEST(VkPlan, EveryProductTakesTheKernelOfTheGoldenTable) {
-  const std::filesystem::path golden =
-      std::filesystem::path(RWKVD_SOURCE_DIR) / "tests/vk/golden/plans.txt";
-  std::vector<std::string> want;
-  std::ifstream in(golden);
-  ASSERT_TRUE(in) << golden;
+std::vector<std::string> lines_of(std::istream& in) {
+  std::vector<std::string> out;
   for (std::string line; std::getline(in, line);) {
-    if (!line.empty() && line[0] != '#') want.push_back(line);
+    if (!line.empty() && line[0] != '#') out.push_back(line);
   }
-  const std::vector<std::string> got = all_plans();
-  const std::filesystem::path now = std::filesystem::path(::testing::TempDir()) / "plans.txt";
-  std::ofstream(now) << [&] {
-    std::string s;
-    for (const std::string& l : got) s += l + "\n";
-    return s;
-  }();
+  return out;
+}
+
+TEST(VkPlan, EveryForwardTakesTheKernelsOfTheGoldenTable) {
+  const std::string text = all_plans();
+  const std::filesystem::path now =
+      std::filesystem::path(::testing::TempDir()) / "forward_plans.txt";
+  std::ofstream(now) << text;
+  const std::filesystem::path golden =
+      std::filesystem::path(RWKVD_SOURCE_DIR) / "tests/vk/golden/forward_plans.txt";
+  std::ifstream in(golden);
+  ASSERT_TRUE(in) << golden << " (this build's table: " << now << ")";
+  const std::vector<std::string> want = lines_of(in);
+  std::istringstream got_in(text);
+  const std::vector<std::string> got = lines_of(got_in);
   size_t shown = 0;
   for (size_t i = 0; i < std::max(got.size(), want.size()) && shown < 20; ++i) {
     const std::string g = i < got.size() ? got[i] : "(none)",

@@ -44,6 +44,10 @@ struct SynthConfig {
   uint64_t seed = 0;
   std::string name;                       // general.name; empty: derived from the shape
   std::optional<std::string> vocab_file;  // rwkv_vocab_v20230424.txt; none: generated tokens
+  // Every weight zero, left as holes in the file: a model of real shapes written in a moment
+  // and taking no disk, for plans (`rwkvd inspect --plan`) and loading tests; its outputs are
+  // meaningless.
+  bool zeros = false;
 
   uint32_t n_ffn() const { return ffn != 0 ? ffn : 4 * embd; }
   LoraRanks ranks() const { return default_lora_ranks(embd); }

@@ -67,6 +67,10 @@ void synthesize(const SynthConfig& cfg, const std::string& out_path, const Progr
     // Whole rows per chunk: quantizers work on rows.
     const int64_t chunk = std::max<int64_t>(1, kChunkElems / row) * row;
     w.begin_tensor(t.name);
+    if (cfg.zeros) {
+      w.write_zeros(*engine::ggml_row_bytes(t.type, static_cast<uint64_t>(n)));
+      n = 0;
+    }
     for (int64_t first = 0; first < n; first += chunk) {
       const int64_t m = std::min(chunk, n - first);
       values.resize(static_cast<size_t>(m));
