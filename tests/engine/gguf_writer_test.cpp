@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <filesystem>
@@ -160,6 +161,31 @@ TEST_F(GgufWriterTest, HonoursGeneralAlignment) {
   EXPECT_EQ(f->alignment(), 128u);
   EXPECT_EQ(f->data_offset() % 128, 0u);
   EXPECT_EQ(f->tensor("b").offset - f->tensor("a").offset, 128u);
+}
+
+// Zeros written as holes read back as zeros, beside written bytes and at the file's end (where
+// no later write gives the file its size), and count against the tensor's size like bytes.
+TEST_F(GgufWriterTest, ZerosLeftAsHolesReadBackAsZeros) {
+  GgufWriter w(file());
+  w.add_tensor("a", {4096}, GgmlType::F32);
+  w.add_tensor("b", {4096}, GgmlType::F32);
+  w.write_header();
+  const auto bytes = pattern(8, 5);
+  w.begin_tensor("a");
+  w.write(bytes);
+  w.write_zeros(4 * 4096 - 8);
+  w.end_tensor();
+  w.begin_tensor("b");
+  EXPECT_THROW(w.write_zeros(4 * 4096 + 1), EngineError);
+  w.write_zeros(4 * 4096);
+  w.end_tensor();
+  w.finish();
+  auto f = GgufFile::open(file());
+  EXPECT_EQ(std::filesystem::file_size(file()), f->tensor("b").offset + 4 * 4096);
+  const auto a = f->tensor("a").data, b = f->tensor("b").data;
+  EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), a.begin()));
+  EXPECT_TRUE(std::all_of(a.begin() + 8, a.end(), [](std::byte x) { return x == std::byte{0}; }));
+  EXPECT_TRUE(std::all_of(b.begin(), b.end(), [](std::byte x) { return x == std::byte{0}; }));
 }
 
 TEST_F(GgufWriterTest, RefusesWhatTheReaderRefuses) {
