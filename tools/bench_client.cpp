@@ -462,283 +462,408 @@ uint64_t ring_mb() {
   return mb;
 }
 
-}  // namespace
-
-void run_client_bench(const BenchOptions& o, BenchReport& report) {
-  const int R = std::max(1, o.repeats);
-  const bench::Sizes sizes(o);
-  const std::string email = bench::document(o);
-  const std::vector<std::string> fields = bench::field_prompts(o);
-
-  char tmpl[] = "/tmp/rwkvd-bench-XXXXXX";
-  if (::mkdtemp(tmpl) == nullptr) {
-    throw std::runtime_error(std::string("bench: mkdtemp: ") + std::strerror(errno));
-  }
-  const std::filesystem::path dir = tmpl;
-  struct RemoveDir {
-    std::filesystem::path p;
-    ~RemoveDir() {
-      std::error_code ec;
-      std::filesystem::remove_all(p, ec);
+// A private directory under /tmp, removed with everything in it when this goes.
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/rwkvd-bench-XXXXXX";
+    if (::mkdtemp(tmpl) == nullptr) {
+      throw std::runtime_error(std::string("bench: mkdtemp: ") + std::strerror(errno));
     }
-  } remove_dir{dir};
-  const std::string endpoint = "ipc://" + (dir / "worker.sock").string();
-  const uint64_t shm_mb = ring_mb();
-  auto serve_args = [&](bool coalesce) {
-    std::vector<std::string> a{
-        "serve",       "--model", o.model,    "--endpoint",          endpoint, "--device", o.device,
-        "--log-level", "warn",    "--shm-mb", std::to_string(shm_mb)};
-    if (o.threads > 0) {
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// One fetch of the document's state by a client (session open, feed, state, close).
+struct DocStateFetch {
+  double total_ms, fetch_ms;  // the whole; from the state's request to its last float read
+  bool in_shm;
+  std::vector<float> copy;  // the state, where asked for
+};
+
+// The engine thread's time per call kind between two of the worker's stats (its engine_ms):
+// {call: {calls, total_ms}}.
+nlohmann::json engine_ms_delta(const Value& before, const Value& after) {
+  nlohmann::json out = nlohmann::json::object();
+  const nlohmann::json was = to_json(*before.find("engine_ms")),
+                       now = to_json(*after.find("engine_ms"));
+  for (const auto& [call, v] : now.items()) {
+    const auto calls =
+        v["calls"].get<uint64_t>() - (was.contains(call) ? was[call]["calls"].get<uint64_t>() : 0);
+    const double ms = v["total_ms"].get<double>() -
+                      (was.contains(call) ? was[call]["total_ms"].get<double>() : 0.0);
+    out[call] = {{"calls", calls}, {"total_ms", ms}};
+  }
+  return out;
+}
+
+// Per field, the tokens two answers have in common before their first difference.
+std::vector<size_t> common_prefixes(const std::vector<std::vector<int32_t>>& a,
+                                    const std::vector<std::vector<int32_t>>& b) {
+  std::vector<size_t> common;
+  for (size_t f = 0; f < a.size(); ++f) {
+    const auto n = std::min(a[f].size(), b[f].size());
+    size_t k = 0;
+    while (k < n && a[f][k] == b[f][k]) ++k;
+    common.push_back(k);
+  }
+  return common;
+}
+
+// The field analysis's three ways (6 clients sending the state, one client forking, 6 clients
+// forking by share token): each way's last round and the worker's generation steps over its
+// rounds (sequences per engine run: runs).
+struct FieldWays {
+  FieldRound clients, one_client, shared;
+  nlohmann::json steps_clients, steps_one, steps_shared;
+};
+
+// The client figures, one phase a method, in the order run() calls them, against workers this
+// process starts on a private ipc endpoint. Every context entry goes to ctx_, reported as
+// "client" at the end.
+class ClientBench {
+ public:
+  ClientBench(const BenchOptions& o, BenchReport& report)
+      : o_(o),
+        report_(report),
+        repeats_(std::max(1, o.repeats)),
+        sizes_(o),
+        email_(bench::document(o)),
+        fields_(bench::field_prompts(o)),
+        endpoint_("ipc://" + (dir_.path() / "worker.sock").string()),
+        shm_mb_(ring_mb()) {}
+
+  void run() {
+    worker_start();
+    document_and_fields();
+    embedding_throughput();
+    worker_.reset();
+    record_context();
+  }
+
+ private:
+  std::vector<std::string> serve_args(bool coalesce) const {
+    std::vector<std::string> a{"serve",
+                               "--model",
+                               o_.model,
+                               "--endpoint",
+                               endpoint_,
+                               "--device",
+                               o_.device,
+                               "--log-level",
+                               "warn",
+                               "--shm-mb",
+                               std::to_string(shm_mb_)};
+    if (o_.threads > 0) {
       a.push_back("--threads");
-      a.push_back(std::to_string(o.threads));
+      a.push_back(std::to_string(o_.threads));
     }
     if (!coalesce) a.push_back("--no-coalesce");
     return a;
-  };
+  }
   // A log file per worker process: polling a reused one could find the last worker's "ready".
-  int n_workers = 0;
-  auto next_log = [&] {
-    return (dir / ("worker-" + std::to_string(n_workers++) + ".log")).string();
-  };
-
-  bench::phase("client: worker start");
-  // 1. A fresh worker process per repeat: start -> ready (listening) -> first generated token.
-  std::unique_ptr<WorkerProcess> worker;
-  for (int r = 0; r < R; ++r) {
-    worker.reset();
-    const auto t0 = Clock::now();
-    worker = std::make_unique<WorkerProcess>(serve_args(true), next_log());
-    worker->wait_ready(t0);
-    const double ready_ms = ms_since(t0);
-    client::Client c(endpoint, kClientTimeout);
-    client::GenerateOptions g;
-    g.sampling.max_tokens = 1;
-    g.sampling.temperature = 0;
-    g.sampling.seed = 1;
-    const auto first = c.generate(Input{"Hello", {}}, g);
-    const double first_ms = ms_since(t0);
-    if (first.tokens.size() != 1) throw std::runtime_error("bench: no first token");
-    report.add("load.process_ready_ms", "ms", ready_ms);
-    report.add("load.process_first_token_ms", "ms", first_ms);
+  std::string next_log() {
+    return (dir_.path() / ("worker-" + std::to_string(n_workers_++) + ".log")).string();
   }
 
-  bench::phase("client: document state");
-  // 2. Document -> state in this process, through the ring and inline.
-  uint64_t state_floats = 0, n_vocab = 0, n_embd = 0;
-  nlohmann::json client_ctx;
-  {
-    client::Client shm(endpoint, kClientTimeout, true);
-    client::Client inl(endpoint, kClientTimeout, false);
+  // 1. A fresh worker process per repeat: start -> ready (listening) -> first generated token.
+  void worker_start() {
+    bench::phase("client: worker start");
+    for (int r = 0; r < repeats_; ++r) {
+      worker_.reset();
+      const auto t0 = Clock::now();
+      worker_ = std::make_unique<WorkerProcess>(serve_args(true), next_log());
+      worker_->wait_ready(t0);
+      const double ready_ms = ms_since(t0);
+      client::Client c(endpoint_, kClientTimeout);
+      client::GenerateOptions g;
+      g.sampling.max_tokens = 1;
+      g.sampling.temperature = 0;
+      g.sampling.seed = 1;
+      const auto first = c.generate(Input{"Hello", {}}, g);
+      const double first_ms = ms_since(t0);
+      if (first.tokens.size() != 1) throw std::runtime_error("bench: no first token");
+      report_.add("load.process_ready_ms", "ms", ready_ms);
+      report_.add("load.process_first_token_ms", "ms", first_ms);
+    }
+  }
+
+  // 2. and 3., through two clients of this process: one with the ring mapped, one with tensors
+  // inline. Neither is left when this returns: the embed phase forks, and a process must hold no
+  // ZeroMQ context while it forks.
+  void document_and_fields() {
+    bench::phase("client: document state");
+    client::Client shm(endpoint_, kClientTimeout, true);
+    client::Client inl(endpoint_, kClientTimeout, false);
+    const std::vector<float> doc_state = document_state(shm, inl);
+    embed_email(shm);
+    field_analysis(shm, doc_state);
+  }
+
+  // 2. Document -> state in this process, through the ring and inline. Returns the state.
+  std::vector<float> document_state(client::Client& shm, client::Client& inl) {
+    read_model(shm, inl);
+    DocStateFetch a = fetch_doc_state(shm, true);  // warm-up, untimed
+    const DocStateFetch b = fetch_doc_state(inl, true);
+    if (!a.in_shm) std::fprintf(stderr, "bench: the state came inline: the ring is too small\n");
+    ctx_["doc_state_via_ring"] = a.in_shm;
+    ctx_["doc_state_ring_equals_inline"] = a.copy == b.copy;
+    for (int r = 0; r < repeats_; ++r) {
+      const DocStateFetch s = fetch_doc_state(shm, false);
+      report_.add("doc_state.client_ms", "ms", s.total_ms);
+      report_.add("doc_state.client_fetch_ms", "ms", s.fetch_ms);
+      const DocStateFetch i = fetch_doc_state(inl, false);
+      report_.add("doc_state.client_inline_ms", "ms", i.total_ms);
+      report_.add("doc_state.client_inline_fetch_ms", "ms", i.fetch_ms);
+    }
+    return std::move(a.copy);
+  }
+
+  // The model's sizes from the worker's hello; the client figures need its tokenizer (they send
+  // text) and the ring mapped.
+  void read_model(client::Client& shm, client::Client& inl) {
     const Value hello = shm.hello();
     inl.hello();
     const Value& model = *hello.find("model");
-    state_floats = model.find("state_floats")->as_uint();
-    n_vocab = model.find("n_vocab")->as_uint();
-    n_embd = model.find("n_embd")->as_uint();
+    state_floats_ = model.find("state_floats")->as_uint();
+    n_vocab_ = model.find("n_vocab")->as_uint();
+    n_embd_ = model.find("n_embd")->as_uint();
     if (!model.find("has_tokenizer")->as_bool()) {
       throw std::runtime_error("bench: the model has no tokenizer; the client figures send text");
     }
     if (!shm.shm_mapped()) {
       throw std::runtime_error("bench: the client could not map the worker's shared memory");
     }
-    struct DocState {
-      double total_ms, fetch_ms;
-      bool in_shm;
-      std::vector<float> copy;
-    };
-    auto doc_state = [&](client::Client& c, bool keep) {
-      const auto t0 = Clock::now();
-      const uint64_t sid = c.session_open();
-      c.session_feed(sid, Input{email, {}});
-      const auto t1 = Clock::now();
-      const client::Tensor st = c.session_state(sid);
-      volatile double sink = sum_of(st.data());  // the client reads every float
-      (void)sink;
-      DocState d{ms_since(t0), ms_since(t1), st.in_shared_memory(), {}};
-      if (st.numel() != state_floats) throw std::runtime_error("bench: state of the wrong size");
-      if (keep) d.copy.assign(st.data().begin(), st.data().end());
-      c.session_close(sid);
-      return d;
-    };
-    const DocState a = doc_state(shm, true), b = doc_state(inl, true);  // warm-up, untimed
-    if (!a.in_shm) std::fprintf(stderr, "bench: the state came inline: the ring is too small\n");
-    client_ctx["doc_state_via_ring"] = a.in_shm;
-    client_ctx["doc_state_ring_equals_inline"] = a.copy == b.copy;
-    for (int r = 0; r < R; ++r) {
-      const DocState s = doc_state(shm, false);
-      report.add("doc_state.client_ms", "ms", s.total_ms);
-      report.add("doc_state.client_fetch_ms", "ms", s.fetch_ms);
-      const DocState i = doc_state(inl, false);
-      report.add("doc_state.client_inline_ms", "ms", i.total_ms);
-      report.add("doc_state.client_inline_fetch_ms", "ms", i.fetch_ms);
-    }
+  }
 
-    // The document's embedding (a stateless embed: it waits out the coalescing window alone).
-    for (int r = 0; r < R; ++r) {
+  DocStateFetch fetch_doc_state(client::Client& c, bool keep) {
+    const auto t0 = Clock::now();
+    const uint64_t sid = c.session_open();
+    c.session_feed(sid, Input{email_, {}});
+    const auto t1 = Clock::now();
+    const client::Tensor st = c.session_state(sid);
+    volatile double sink = sum_of(st.data());  // the client reads every float
+    (void)sink;
+    DocStateFetch d{ms_since(t0), ms_since(t1), st.in_shared_memory(), {}};
+    if (st.numel() != state_floats_) throw std::runtime_error("bench: state of the wrong size");
+    if (keep) d.copy.assign(st.data().begin(), st.data().end());
+    c.session_close(sid);
+    return d;
+  }
+
+  // The document's embedding (a stateless embed: it waits out the coalescing window alone).
+  void embed_email(client::Client& shm) {
+    for (int r = 0; r < repeats_; ++r) {
       const auto t0 = Clock::now();
-      const client::Tensor e = shm.embed({Input{email, {}}});
+      const client::Tensor e = shm.embed({Input{email_, {}}});
       volatile double sink = sum_of(e.data());
       (void)sink;
-      report.add("embed.email_client_ms", "ms", ms_since(t0));
+      report_.add("embed.email_client_ms", "ms", ms_since(t0));
     }
+  }
 
+  // 3. Field analysis from the document's state: 6 clients at once, then one client, then 6
+  // clients forking a shared session.
+  void field_analysis(client::Client& shm, const std::vector<float>& doc_state) {
     bench::phase("client: field analysis");
-    // 3. Field analysis from the document's state: 6 clients at once.
-    // The worker's generation steps of each way (sequences per engine run: runs), to see why
-    // one takes longer than the other.
-    const auto gen_steps = [&](const Value& before) {
-      return histogram_delta(*before.find("generate")->find("batch_sequences"),
-                             *fetch_stats(endpoint).find("generate")->find("batch_sequences"));
+    FieldWays ways;
+    fields_from_clients(doc_state, ways);
+    fields_from_one_client(shm, doc_state, ways);
+    fields_forking_shared(shm, ways);
+    report_field_steps(ways);
+    compare_field_answers(shm, ways);
+  }
+
+  // The worker's generation steps since `before` (sequences per engine run: runs), to see why one
+  // way takes longer than another.
+  nlohmann::json generation_steps_since(const Value& before) {
+    return histogram_delta(*before.find("generate")->find("batch_sequences"),
+                           *fetch_stats(endpoint_).find("generate")->find("batch_sequences"));
+  }
+
+  // Each client sends the document's state to open its session (21.6 MB each for 2.9B).
+  void fields_from_clients(const std::vector<float>& doc_state, FieldWays& ways) {
+    const Value before = fetch_stats(endpoint_);
+    const FieldSession open_from_state = [&](client::Client& c) {
+      return c.session_open(doc_state);
     };
-    const auto engine_delta = [](const Value& before, const Value& after) {
-      nlohmann::json out = nlohmann::json::object();
-      const nlohmann::json was = to_json(*before.find("engine_ms")),
-                           now = to_json(*after.find("engine_ms"));
-      for (const auto& [call, v] : now.items()) {
-        const auto calls = v["calls"].get<uint64_t>() -
-                           (was.contains(call) ? was[call]["calls"].get<uint64_t>() : 0);
-        const double ms = v["total_ms"].get<double>() -
-                          (was.contains(call) ? was[call]["total_ms"].get<double>() : 0.0);
-        out[call] = {{"calls", calls}, {"total_ms", ms}};
-      }
-      return out;
-    };
-    // And the worker's latencies per op after the 6-client rounds (its last 1024 of each op).
-    const auto op_latencies = [&] { return to_json(*fetch_stats(endpoint).find("latency_ms")); };
-    FieldRound last;
-    const Value before_clients = fetch_stats(endpoint);
-    // Each client sends the document's state to open its session (21.6 MB each for 2.9B).
-    const FieldSession open_from_state = [&](client::Client& c) { return c.session_open(a.copy); };
-    for (int r = 0; r < R; ++r) {
-      last = fields_in_flight(endpoint, open_from_state, fields, sizes);
-      report.add("field_analysis.client_ms", "ms", last.wall_ms);
+    for (int r = 0; r < repeats_; ++r) {
+      ways.clients = fields_in_flight(endpoint_, open_from_state, fields_, sizes_);
+      report_.add("field_analysis.client_ms", "ms", ways.clients.wall_ms);
     }
-    const nlohmann::json steps_clients = gen_steps(before_clients);
-    client_ctx["field_worker_latency_ms"] = op_latencies();
-    client_ctx["field_client_timeline_ms"] = last.timeline;  // [opened, generated, embedded]
+    ways.steps_clients = generation_steps_since(before);
+    // The worker's latencies per op after the 6-client rounds (its last 1024 of each op).
+    ctx_["field_worker_latency_ms"] = to_json(*fetch_stats(endpoint_).find("latency_ms"));
+    ctx_["field_client_timeline_ms"] = ways.clients.timeline;  // [opened, generated, embedded]
     // Where the engine thread's time went over those rounds (forwards against state moves).
-    client_ctx["field_engine_ms"] = engine_delta(before_clients, fetch_stats(endpoint));
-    // The same from one client with forks of its document's session.
-    FieldRound one;
-    const Value before_one = fetch_stats(endpoint);
-    for (int r = 0; r < R; ++r) {
-      one = fields_one_client(shm, a.copy, fields, sizes);
-      report.add("field_analysis.one_client_ms", "ms", one.wall_ms);
+    ctx_["field_engine_ms"] = engine_ms_delta(before, fetch_stats(endpoint_));
+  }
+
+  // The same from one client with forks of its document's session.
+  void fields_from_one_client(client::Client& shm, const std::vector<float>& doc_state,
+                              FieldWays& ways) {
+    const Value before = fetch_stats(endpoint_);
+    for (int r = 0; r < repeats_; ++r) {
+      ways.one_client = fields_one_client(shm, doc_state, fields_, sizes_);
+      report_.add("field_analysis.one_client_ms", "ms", ways.one_client.wall_ms);
     }
-    const nlohmann::json steps_one = gen_steps(before_one);
-    // The 6 clients again, forking the document's session by its share token instead of sending
-    // its state: the session computed from the email and shared by this client before the
-    // clock, as the agent that computed the document holds it (its state in a GPU slot, so a
-    // fork is a copy on the device).
-    FieldRound shared;
-    const Value before_shared = fetch_stats(endpoint);
-    for (int r = 0; r < R; ++r) {
+    ways.steps_one = generation_steps_since(before);
+  }
+
+  // The 6 clients again, forking the document's session by its share token instead of sending its
+  // state: the session computed from the email and shared by this client before the clock, as
+  // the agent that computed the document holds it (its state in a GPU slot, so a fork is a copy
+  // on the device).
+  void fields_forking_shared(client::Client& shm, FieldWays& ways) {
+    const Value before = fetch_stats(endpoint_);
+    for (int r = 0; r < repeats_; ++r) {
       const uint64_t doc = shm.session_open();
-      shm.session_feed(doc, Input{email, {}});
+      shm.session_feed(doc, Input{email_, {}});
       const std::string token = shm.session_share(doc);
       const FieldSession fork_by_token = [&](client::Client& c) {
         return c.session_fork_shared(token);
       };
-      shared = fields_in_flight(endpoint, fork_by_token, fields, sizes);
-      report.add("field_analysis.shared_clients_ms", "ms", shared.wall_ms);
+      ways.shared = fields_in_flight(endpoint_, fork_by_token, fields_, sizes_);
+      report_.add("field_analysis.shared_clients_ms", "ms", ways.shared.wall_ms);
       shm.session_close(doc);
     }
-    const nlohmann::json steps_shared = gen_steps(before_shared);
-    client_ctx["field_shared_timeline_ms"] = shared.timeline;  // [forked, generated, embedded]
-    client_ctx["field_shared_tokens_match_clients"] = shared.tokens == last.tokens;
-    client_ctx["field_step_histograms"] = {
-        {"clients", steps_clients}, {"one_client", steps_one}, {"shared_clients", steps_shared}};
-    report.add_note("field analysis steps, " + std::to_string(fields.size()) + " clients (" +
-                    std::to_string(R) +
-                    " rounds; sequences per engine run: runs): " + histogram_line(steps_clients));
-    report.add_note("field analysis steps, one client (" + std::to_string(R) +
-                    " rounds): " + histogram_line(steps_one));
-    report.add_note("field analysis steps, " + std::to_string(fields.size()) +
-                    " clients forking by token (" + std::to_string(R) +
-                    " rounds): " + histogram_line(steps_shared));
-    // The two ways batch the fields' steps differently (6 clients start staggered), and a step
-    // of up to 4 sequences multiplies on int8 inputs where one of 5 to 16 runs on tensor cores
-    // (docs/VULKAN.md): their last-bit differences can flip a greedy pick
-    // among a random-weight model's near-equal logits. So the answers are compared and recorded,
-    // not required equal; per field, the tokens in common before the first difference (a wrong
-    // state or a mixed-up session would differ from the first token).
-    std::vector<size_t> common;
-    for (size_t f = 0; f < fields.size(); ++f) {
-      const auto& alone = one.tokens[f];
-      const auto& apart = last.tokens[f];
-      const auto n = std::min(alone.size(), apart.size());
-      size_t k = 0;
-      while (k < n && alone[k] == apart[k]) ++k;
-      common.push_back(k);
-    }
-    client_ctx["field_tokens_match_one_client"] = one.tokens == last.tokens;
-    client_ctx["field_common_prefix_tokens"] = common;
-    if (one.tokens != last.tokens) {
-      report.add_note(
+    ways.steps_shared = generation_steps_since(before);
+    ctx_["field_shared_timeline_ms"] = ways.shared.timeline;  // [forked, generated, embedded]
+    ctx_["field_shared_tokens_match_clients"] = ways.shared.tokens == ways.clients.tokens;
+  }
+
+  void report_field_steps(const FieldWays& ways) {
+    const std::string rounds = std::to_string(repeats_);
+    const std::string n_fields = std::to_string(fields_.size());
+    ctx_["field_step_histograms"] = {{"clients", ways.steps_clients},
+                                     {"one_client", ways.steps_one},
+                                     {"shared_clients", ways.steps_shared}};
+    report_.add_note(
+        "field analysis steps, " + n_fields + " clients (" + rounds +
+        " rounds; sequences per engine run: runs): " + histogram_line(ways.steps_clients));
+    report_.add_note("field analysis steps, one client (" + rounds +
+                     " rounds): " + histogram_line(ways.steps_one));
+    report_.add_note("field analysis steps, " + n_fields + " clients forking by token (" + rounds +
+                     " rounds): " + histogram_line(ways.steps_shared));
+  }
+
+  // The two ways batch the fields' steps differently (6 clients start staggered), and a step of
+  // up to 4 sequences multiplies on int8 inputs where one of 5 to 16 runs on tensor cores
+  // (docs/VULKAN.md): their last-bit differences can flip a greedy pick among a random-weight
+  // model's near-equal logits. So the answers are compared and recorded, not required equal; per
+  // field, the tokens in common before the first difference (a wrong state or a mixed-up session
+  // would differ from the first token).
+  void compare_field_answers(client::Client& shm, const FieldWays& ways) {
+    const auto& clients = ways.clients.tokens;
+    const auto& one = ways.one_client.tokens;
+    const std::vector<size_t> common = common_prefixes(one, clients);
+    ctx_["field_tokens_match_one_client"] = one == clients;
+    ctx_["field_common_prefix_tokens"] = common;
+    if (one != clients) {
+      report_.add_note(
           "field analysis: one client's answers differ from 6 clients' (tokens in "
           "common per field: " +
           nlohmann::json(common).dump() + ")");
     }
     std::vector<std::string> answers;
-    for (const auto& t : last.tokens) answers.push_back(shm.detokenize(t));
-    client_ctx["field_answers"] = answers;  // random-weight models: noise, maybe not UTF-8
-    client_ctx["field_tokens"] = last.tokens;
-    if (const auto engine_tokens = report.context("field_tokens"); !engine_tokens.is_null()) {
-      client_ctx["field_tokens_match_engine"] = engine_tokens == nlohmann::json(last.tokens);
+    for (const auto& t : clients) answers.push_back(shm.detokenize(t));
+    ctx_["field_answers"] = answers;  // random-weight models: noise, maybe not UTF-8
+    ctx_["field_tokens"] = clients;
+    if (const auto engine_tokens = report_.context("field_tokens"); !engine_tokens.is_null()) {
+      ctx_["field_tokens_match_engine"] = engine_tokens == nlohmann::json(clients);
     }
-  }  // no ZeroMQ context left in this process: the embed phase forks
-
-  bench::phase("client: embedding throughput");
-  // 4. Embedding throughput from 8 processes, coalescing on (this worker), then off.
-  std::vector<std::vector<int32_t>> docs;
-  for (size_t d = 0; d < sizes.n_docs; ++d) {
-    docs.push_back(bench::pseudo_tokens(sizes.doc_len, static_cast<uint32_t>(n_vocab), 99 + d));
   }
-  nlohmann::json hist = nlohmann::json::object();
-  for (const bool coalesce : {true, false}) {
-    const std::string name = coalesce ? "coalesced" : "single";
-    if (!coalesce) {
-      worker.reset();
-      const auto t0 = Clock::now();
-      worker = std::make_unique<WorkerProcess>(serve_args(false), next_log());
-      worker->wait_ready(t0);
+
+  // 4. Embedding throughput from 8 processes, coalescing on (this worker), then off.
+  void embedding_throughput() {
+    bench::phase("client: embedding throughput");
+    std::vector<std::vector<int32_t>> docs;
+    for (size_t d = 0; d < sizes_.n_docs; ++d) {
+      docs.push_back(bench::pseudo_tokens(sizes_.doc_len, static_cast<uint32_t>(n_vocab_), 99 + d));
     }
+    for (const bool coalesce : {true, false}) {
+      if (!coalesce) {
+        worker_.reset();
+        const auto t0 = Clock::now();
+        worker_ = std::make_unique<WorkerProcess>(serve_args(false), next_log());
+        worker_->wait_ready(t0);
+      }
+      embed_rounds(coalesce ? "coalesced" : "single", docs);
+    }
+  }
+
+  // The embedding rounds on the running worker, after one untimed dispatch; `name` is its way of
+  // batching, in the figures' names and the batch-size histograms.
+  void embed_rounds(const std::string& name, const std::vector<std::vector<int32_t>>& docs) {
     {
-      client::Client warm(endpoint, kClientTimeout);  // one untimed dispatch
+      client::Client warm(endpoint_, kClientTimeout);
       warm.embed({Input{std::nullopt, docs[0]}});
     }
-    const Value before = fetch_stats(endpoint);
-    for (int r = 0; r < R; ++r) {
-      const Value b = fetch_stats(endpoint);
-      const EmbedRound round = embed_from_processes(endpoint, docs);
-      const Value a = fetch_stats(endpoint);
+    const Value before = fetch_stats(endpoint_);
+    for (int r = 0; r < repeats_; ++r) {
+      const Value b = fetch_stats(endpoint_);
+      const EmbedRound round = embed_from_processes(endpoint_, docs);
+      const Value a = fetch_stats(endpoint_);
       const auto h = histogram_delta(*b.find("embed")->find("batch_sequences"),
                                      *a.find("embed")->find("batch_sequences"));
-      report.add("embed.client_" + name + ".docs_s", "docs/s",
-                 static_cast<double>(round.docs) / (round.wall_ms / 1000));
-      report.add("embed.client_" + name + ".batch_mean", "seq/run", h["mean"].get<double>());
-      client_ctx["embed_" + name + "_via_ring"] = round.in_shm == round.docs;
+      report_.add("embed.client_" + name + ".docs_s", "docs/s",
+                  static_cast<double>(round.docs) / (round.wall_ms / 1000));
+      report_.add("embed.client_" + name + ".batch_mean", "seq/run", h["mean"].get<double>());
+      ctx_["embed_" + name + "_via_ring"] = round.in_shm == round.docs;
     }
-    const Value after = fetch_stats(endpoint);
+    const Value after = fetch_stats(endpoint_);
     const Value& e0 = *before.find("embed");
     const Value& e1 = *after.find("embed");
-    hist[name] = {{"batch_sequences",
-                   histogram_delta(*e0.find("batch_sequences"), *e1.find("batch_sequences"))},
-                  {"batch_requests",
-                   histogram_delta(*e0.find("batch_requests"), *e1.find("batch_requests"))}};
-    report.add_note("embed batch sizes, " + name + " (sequences per engine run: runs): " +
-                    histogram_line(hist[name]["batch_sequences"]));
+    embed_hist_[name] = {{"batch_sequences", histogram_delta(*e0.find("batch_sequences"),
+                                                             *e1.find("batch_sequences"))},
+                         {"batch_requests",
+                          histogram_delta(*e0.find("batch_requests"), *e1.find("batch_requests"))}};
+    report_.add_note("embed batch sizes, " + name + " (sequences per engine run: runs): " +
+                     histogram_line(embed_hist_[name]["batch_sequences"]));
   }
-  worker.reset();
 
-  client_ctx["worker_args"] = serve_args(true);
-  client_ctx["shm_mb"] = shm_mb;
-  client_ctx["embed_processes"] = kEmbedProcesses;
-  client_ctx["embed_docs"] = sizes.n_docs;
-  client_ctx["embed_doc_tokens"] = sizes.doc_len;
-  client_ctx["n_embd"] = n_embd;
-  client_ctx["embed_batch_histograms"] = hist;
-  report.set_context("client", client_ctx);
+  void record_context() {
+    ctx_["worker_args"] = serve_args(true);
+    ctx_["shm_mb"] = shm_mb_;
+    ctx_["embed_processes"] = kEmbedProcesses;
+    ctx_["embed_docs"] = sizes_.n_docs;
+    ctx_["embed_doc_tokens"] = sizes_.doc_len;
+    ctx_["n_embd"] = n_embd_;
+    ctx_["embed_batch_histograms"] = embed_hist_;
+    report_.set_context("client", ctx_);
+  }
+
+  const BenchOptions& o_;
+  BenchReport& report_;
+  const int repeats_;
+  const bench::Sizes sizes_;
+  const std::string email_;
+  const std::vector<std::string> fields_;
+  // Declaration order is destruction order reversed: a worker stops before its directory goes.
+  TempDir dir_;
+  const std::string endpoint_;
+  const uint64_t shm_mb_;
+  int n_workers_ = 0;
+  std::unique_ptr<WorkerProcess> worker_;
+  uint64_t state_floats_ = 0, n_vocab_ = 0, n_embd_ = 0;  // the model's, from the hello
+  nlohmann::json ctx_;
+  nlohmann::json embed_hist_ = nlohmann::json::object();
+};
+
+}  // namespace
+
+void run_client_bench(const BenchOptions& o, BenchReport& report) {
+  ClientBench(o, report).run();
 }
 
 }  // namespace rwkvd::tools

@@ -209,18 +209,61 @@ class VkBackendImpl final : public VkBackend {
     size_t seq;
     int64_t dest_row;
   };
+  // What one forward runs of a batch: each sequence's tokens in it and the rows it copies out.
+  struct Chunk {
+    std::vector<Part> parts;
+    uint32_t tokens = 0;  // all parts together
+    std::vector<OutRow> rows;
+    uint32_t head_rows = 0;    // rows[0, head_rows) go through the head
+    bool argmax_only = false;  // every head row wants its argmax: they leave as argmax parts
+    ForwardShape shape() const {
+      return {tokens, static_cast<uint32_t>(parts.size()), static_cast<uint32_t>(rows.size()),
+              head_rows, argmax_only};
+    }
+  };
+  // When a chunk's forward reached each step on the host, for the profiler.
+  struct ChunkTimes {
+    Clock::time_point start, commands, recorded, submitted, done;
+    bool recorded_shape = false;  // this forward recorded its shape's command buffers
+  };
+  // Where a forward's outputs lie in the mapped readback buffer.
+  struct ReadbackRows {
+    const float* embd;
+    const float* logits;
+    const uint32_t* argmax_pairs;  // over the logits: each head row's argmax parts
+    uint32_t argmax_parts;
+  };
 
   // Runs the next chunk of the batch; false when nothing was left.
   bool run_chunk(std::span<const SequenceInput> batch, std::vector<size_t>& done,
                  std::vector<Tensor>& out) {
-    const auto t_start = Clock::now();
+    ChunkTimes times;
+    times.start = Clock::now();
+    Chunk chunk = take_parts(batch, done);
+    if (chunk.parts.empty()) return false;
+    add_output_rows(batch, done, chunk);
+    write_meta(batch, done, chunk);
+    const ForwardShape shape = chunk.shape();
+    const bool resident = uploader_->all_resident();
+    run_forward(shape, resident, times);
+    forward_->collect_profile(shape, resident);
+    if (!chunk.rows.empty()) copy_outputs(batch, chunk, out);
+    for (const Part& p : chunk.parts) done[p.seq] += p.n;
+    record_host_times(chunk.tokens, times);
+    return true;
+  }
+
+  // The chunk's parts, in batch order: each unfinished sequence takes up to max_chunk tokens while
+  // the chunk has tokens and sequences left. Output rows the readback buffer still holds limit
+  // them too: a sequence that wants every token's output takes at most that many tokens; one that
+  // wants its last needs a row where it ends.
+  Chunk take_parts(std::span<const SequenceInput> batch, const std::vector<size_t>& done) const {
     const uint32_t cap = forward_->token_cap();
-    std::vector<Part> parts;
-    uint32_t T = 0;
-    // Output rows the readback buffer still holds: a sequence that wants every token's output
-    // takes at most that many tokens; one that wants its last needs a row where it ends.
+    Chunk chunk;
+    uint32_t& T = chunk.tokens;
     uint32_t rows_left = forward_->out_cap();
-    for (size_t i = 0; i < batch.size() && T < cap && parts.size() < forward_->seq_cap(); ++i) {
+    for (size_t i = 0; i < batch.size() && T < cap && chunk.parts.size() < forward_->seq_cap();
+         ++i) {
       const size_t rem = batch[i].tokens.size() - done[i];
       if (rem == 0) continue;
       uint32_t n = static_cast<uint32_t>(std::min<size_t>({rem, opt_.max_chunk, cap - T}));
@@ -232,38 +275,45 @@ class VkBackendImpl final : public VkBackend {
       }
       if (n == 0) break;  // the next chunk takes it
       if (m != OutputMode::kNone) rows_left -= wants_all(m) ? n : (n == rem ? 1 : 0);
-      parts.push_back({i, T, n});
+      chunk.parts.push_back({i, T, n});
       T += n;
     }
-    if (parts.empty()) return false;
+    return chunk;
+  }
 
-    // Output rows: every logits row first (the head runs on a prefix), then embedding rows.
-    std::vector<OutRow> rows;
+  // Output rows: every logits row first (the head runs on a prefix), then embedding rows. Only
+  // where every head row wants its argmax do the rows stay on the device; otherwise the argmax
+  // rows are picked on the host from the rows copied anyway (the same pick).
+  static void add_output_rows(std::span<const SequenceInput> batch, const std::vector<size_t>& done,
+                              Chunk& chunk) {
     for (int pass = 0; pass < 2; ++pass) {
-      for (const Part& p : parts) {
+      for (const Part& p : chunk.parts) {
         const OutputMode m = batch[p.seq].output;
         if (m == OutputMode::kNone || goes_through_head(m) != (pass == 0)) continue;
         if (wants_all(m)) {
           for (uint32_t j = 0; j < p.n; ++j) {
-            rows.push_back({p.first + j, p.seq, static_cast<int64_t>(done[p.seq] + j)});
+            chunk.rows.push_back({p.first + j, p.seq, static_cast<int64_t>(done[p.seq] + j)});
           }
         } else if (done[p.seq] + p.n == batch[p.seq].tokens.size()) {
-          rows.push_back({p.first + p.n - 1, p.seq, 0});
+          chunk.rows.push_back({p.first + p.n - 1, p.seq, 0});
         }
       }
     }
-    uint32_t n_logit = 0, n_argmax = 0;
-    for (const OutRow& r : rows) {
-      n_logit += goes_through_head(batch[r.seq].output) ? 1 : 0;
+    uint32_t n_argmax = 0;
+    for (const OutRow& r : chunk.rows) {
+      chunk.head_rows += goes_through_head(batch[r.seq].output) ? 1 : 0;
       n_argmax += batch[r.seq].output == OutputMode::kLastArgmax ? 1 : 0;
     }
-    // Only where every head row wants its argmax do the rows stay on the device; otherwise the
-    // argmax rows are picked on the host from the rows copied anyway (the same pick).
-    const bool argmax_only = n_logit > 0 && n_argmax == n_logit;
+    chunk.argmax_only = chunk.head_rows > 0 && n_argmax == chunk.head_rows;
+  }
 
+  // The forward's metadata: per token {id, part, index in the part, 0}, per part {slot, first
+  // token, tokens, 0}, then each output row's token index in the chunk.
+  void write_meta(std::span<const SequenceInput> batch, const std::vector<size_t>& done,
+                  const Chunk& chunk) {
     auto* meta = static_cast<uint32_t*>(forward_->meta().mapped());
-    for (uint32_t pi = 0; pi < parts.size(); ++pi) {
-      const Part& p = parts[pi];
+    for (uint32_t pi = 0; pi < chunk.parts.size(); ++pi) {
+      const Part& p = chunk.parts[pi];
       const SequenceInput& s = batch[p.seq];
       for (uint32_t j = 0; j < p.n; ++j) {
         uint32_t* m = meta + 4 * (p.first + j);
@@ -278,21 +328,32 @@ class VkBackendImpl final : public VkBackend {
       m[2] = p.n;
       m[3] = 0;
     }
-    for (size_t i = 0; i < rows.size(); ++i) meta[forward_->meta_out() + i] = rows[i].token;
+    for (size_t i = 0; i < chunk.rows.size(); ++i) {
+      meta[forward_->meta_out() + i] = chunk.rows[i].token;
+    }
     forward_->meta().flush(0, forward_->meta().size());
+  }
 
-    const ForwardShape shape{T, static_cast<uint32_t>(parts.size()),
-                             static_cast<uint32_t>(rows.size()), n_logit, argmax_only};
-    const bool resident = uploader_->all_resident();
+  // Gets the shape's command buffers (recorded on its first use), submits them and waits for the
+  // GPU to finish them.
+  void run_forward(const ForwardShape& shape, bool resident, ChunkTimes& times) {
     const size_t recorded_before = forward_->shapes_recorded();
-    const auto t_commands = Clock::now();
+    times.commands = Clock::now();
     const std::vector<VkCommandBuffer>& cbs = forward_->commands(shape, resident);
-    const auto t_recorded = Clock::now();
-    const bool recorded = forward_->shapes_recorded() != recorded_before;
+    times.recorded = Clock::now();
+    times.recorded_shape = forward_->shapes_recorded() != recorded_before;
     RWKVD_VK(vkResetFences(dev_->device(), 1, &fence_));
-    // With a transfer queue of its own, each submission also waits on the GPU for the upload
-    // of the weights it reads (a no-op once they are resident): that is what makes the other
-    // queue's writes visible here. On one queue the upload's barrier does it (uploader.cpp).
+    submit_forward(cbs, resident);
+    times.submitted = Clock::now();
+    wait_fence(*dev_, fence_);
+    times.done = Clock::now();
+  }
+
+  // With a transfer queue of its own, each submission also waits on the GPU for the upload of the
+  // weights it reads (a no-op once they are resident): that is what makes the other queue's
+  // writes visible here. On one queue the upload's barrier does it (uploader.cpp). The last
+  // submission signals fence_.
+  void submit_forward(const std::vector<VkCommandBuffer>& cbs, bool resident) {
     const bool gpu_wait = dev_->dedicated_transfer();
     auto upload_sync = [&](uint64_t segments) {
       return gpu_wait ? SubmitSync{uploader_->timeline(), segments} : SubmitSync{};
@@ -307,76 +368,95 @@ class VkBackendImpl final : public VkBackend {
                upload_sync(uint64_t{s} + 1));
       }
     }
-    const auto t_submitted = Clock::now();
-    wait_fence(*dev_, fence_);
-    const auto t_done = Clock::now();
-    forward_->collect_profile(shape, resident);
+  }
 
-    if (!rows.empty()) {
-      Buffer& rb = forward_->readback();
-      rb.invalidate(0, rb.size());
-      const auto* base = static_cast<const std::byte*>(rb.mapped());
-      const auto* embd = reinterpret_cast<const float*>(base);
-      const auto* logits =
-          reinterpret_cast<const float*>(base + forward_->readback_logits_offset());
-      const uint32_t argmax_parts = Kernels::argmax_parts(hp_.n_vocab);
-      const auto* pairs =
-          reinterpret_cast<const uint32_t*>(base + forward_->readback_logits_offset());
-      const auto copy_rows = [&](size_t r0, size_t r1, unsigned) {
-        for (size_t i = r0; i < r1; ++i) {
-          Tensor& t = out[rows[i].seq];
-          if (batch[rows[i].seq].output == OutputMode::kLastArgmax) {
-            float best = 0;
-            int32_t id = 0;
-            if (argmax_only) {
-              id = Kernels::argmax_of_parts(pairs + 2 * argmax_parts * i, argmax_parts, &best);
-            } else {
-              id = engine::argmax({logits + i * hp_.n_vocab, hp_.n_vocab});
-              best = logits[i * hp_.n_vocab + static_cast<size_t>(id)];
-            }
-            t.data.assign(1, argmax_output(id, best));
-            continue;
-          }
-          const bool lg = wants_logits(batch[rows[i].seq].output);
-          const size_t width = lg ? hp_.n_vocab : hp_.n_embd;
-          const float* src = lg ? logits + i * width : embd + i * width;
-          if (wants_all(batch[rows[i].seq].output)) {
-            std::memcpy(t.data.data() + rows[i].dest_row * static_cast<int64_t>(width), src,
-                        width * sizeof(float));
-          } else {
-            t.data.assign(src, src + width);
-          }
-        }
-      };
-      // Many rows on the copiers' threads: a step of 32 sequences copies 8 MB of logits while
-      // the GPU waits for the next. Fewer stay on this thread, where waking the copiers costs
-      // more than it saves (H100, 2.9B Q4_K_M, previous binary / threaded copies alternating:
-      // gen-32 1981 / 2254 -> 2408 / 2405 tok/s, but gen-8, 2 MB a step, 1509 / 1530 -> 1438 /
-      // 1412).
-      size_t bytes = 0;
-      if (!argmax_only) {
-        for (const OutRow& r : rows) {
-          bytes +=
-              (goes_through_head(batch[r.seq].output) ? hp_.n_vocab : hp_.n_embd) * sizeof(float);
-        }
-      }
-      if (bytes >= kThreadedCopyBytes) {
-        copiers_.parallel_for(rows.size(), copy_rows);
-      } else {
-        copy_rows(0, rows.size(), 0);
+  // Copies the chunk's output rows from the readback buffer into their sequences' tensors.
+  void copy_outputs(std::span<const SequenceInput> batch, const Chunk& chunk,
+                    std::vector<Tensor>& out) {
+    Buffer& rb = forward_->readback();
+    rb.invalidate(0, rb.size());
+    const auto* base = static_cast<const std::byte*>(rb.mapped());
+    const ReadbackRows from{
+        reinterpret_cast<const float*>(base),
+        reinterpret_cast<const float*>(base + forward_->readback_logits_offset()),
+        reinterpret_cast<const uint32_t*>(base + forward_->readback_logits_offset()),
+        Kernels::argmax_parts(hp_.n_vocab)};
+    const auto copy_rows = [&](size_t r0, size_t r1, unsigned) {
+      for (size_t i = r0; i < r1; ++i) copy_output_row(from, batch, chunk, i, out);
+    };
+    // Many rows go to the copiers' threads: a step of 32 sequences copies 8 MB of logits while
+    // the GPU waits for the next (2.9B Q4_K_M on an H100: gen-32 about 2100 -> 2400 tok/s).
+    // Fewer stay on this thread, where waking the copiers costs more than it saves (gen-8, 2 MB a
+    // step: about 1520 tok/s here, 1425 on the copiers).
+    if (host_output_bytes(batch, chunk) >= kThreadedCopyBytes) {
+      copiers_.parallel_for(chunk.rows.size(), copy_rows);
+    } else {
+      copy_rows(0, chunk.rows.size(), 0);
+    }
+  }
+
+  // Bytes of the logits and embedding rows the host copies; none where the rows leave as argmax
+  // parts.
+  size_t host_output_bytes(std::span<const SequenceInput> batch, const Chunk& chunk) const {
+    size_t bytes = 0;
+    if (!chunk.argmax_only) {
+      for (const OutRow& r : chunk.rows) {
+        bytes +=
+            (goes_through_head(batch[r.seq].output) ? hp_.n_vocab : hp_.n_embd) * sizeof(float);
       }
     }
-    for (const Part& p : parts) done[p.seq] += p.n;
-    if (Profiler& prof = forward_->profiler(); prof.records_host()) {
-      const auto us = [](auto d) { return std::chrono::duration<double, std::micro>(d).count(); };
-      // A shape's first forward records its command buffers: reported apart from the rest.
-      const double record_us = recorded ? us(t_recorded - t_commands) : 0.0;
-      if (recorded) prof.host(T, "record the shape's commands (first use)", record_us);
-      prof.host(T, "prepare + submit", us(t_submitted - t_start) - record_us);
-      prof.host(T, "wait for the GPU", us(t_done - t_submitted));
-      prof.host(T, "copy outputs", us(Clock::now() - t_done));
+    return bytes;
+  }
+
+  // Output row i into its sequence's tensor: its argmax, its logits or its embedding, as the
+  // sequence's output mode asks.
+  void copy_output_row(const ReadbackRows& from, std::span<const SequenceInput> batch,
+                       const Chunk& chunk, size_t i, std::vector<Tensor>& out) const {
+    const OutRow& row = chunk.rows[i];
+    Tensor& t = out[row.seq];
+    const OutputMode mode = batch[row.seq].output;
+    if (mode == OutputMode::kLastArgmax) {
+      float best = 0;
+      const int32_t id = pick_argmax(from, i, chunk.argmax_only, &best);
+      t.data.assign(1, argmax_output(id, best));
+      return;
     }
-    return true;
+    const bool lg = wants_logits(mode);
+    const size_t width = lg ? hp_.n_vocab : hp_.n_embd;
+    const float* src = lg ? from.logits + i * width : from.embd + i * width;
+    if (wants_all(mode)) {
+      std::memcpy(t.data.data() + row.dest_row * static_cast<int64_t>(width), src,
+                  width * sizeof(float));
+    } else {
+      t.data.assign(src, src + width);
+    }
+  }
+
+  // Output row i's greedy pick and its logit: from the row's argmax parts where only those came
+  // back, else from its logits.
+  int32_t pick_argmax(const ReadbackRows& from, size_t i, bool argmax_only, float* best) const {
+    if (argmax_only) {
+      return Kernels::argmax_of_parts(from.argmax_pairs + 2 * from.argmax_parts * i,
+                                      from.argmax_parts, best);
+    }
+    const int32_t id = engine::argmax({from.logits + i * hp_.n_vocab, hp_.n_vocab});
+    *best = from.logits[i * hp_.n_vocab + static_cast<size_t>(id)];
+    return id;
+  }
+
+  // The host's share of the chunk's time, where the profiler records it. A shape's first forward
+  // records its command buffers: that is reported apart from the rest.
+  void record_host_times(uint32_t tokens, const ChunkTimes& times) {
+    Profiler& prof = forward_->profiler();
+    if (!prof.records_host()) return;
+    const auto us = [](auto d) { return std::chrono::duration<double, std::micro>(d).count(); };
+    const double record_us = times.recorded_shape ? us(times.recorded - times.commands) : 0.0;
+    if (times.recorded_shape) {
+      prof.host(tokens, "record the shape's commands (first use)", record_us);
+    }
+    prof.host(tokens, "prepare + submit", us(times.submitted - times.start) - record_us);
+    prof.host(tokens, "wait for the GPU", us(times.done - times.submitted));
+    prof.host(tokens, "copy outputs", us(Clock::now() - times.done));
   }
 
   static void host_barrier(VkCommandBuffer cb) {
