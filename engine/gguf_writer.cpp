@@ -292,30 +292,29 @@ void GgufWriter::begin_tensor(std::string_view name) {
   state_ = State::kInTensor;
 }
 
-void GgufWriter::write(std::span<const std::byte> bytes) {
-  if (state_ != State::kInTensor) fail("tensor data written outside begin/end_tensor");
-  const GgufWriterTensor& t = tensors_[next_tensor_];
-  if (bytes.size() > t.n_bytes - tensor_written_) {
-    fail("tensor '" + t.name + "': " + std::to_string(tensor_written_ + bytes.size()) +
-         " bytes written, its size is " + std::to_string(t.n_bytes));
-  }
-  put(bytes.data(), bytes.size());
-  tensor_written_ += bytes.size();
-}
-
-void GgufWriter::write_zeros(uint64_t n) {
+// Checks that n more bytes fit the current tensor and counts them.
+void GgufWriter::take_tensor_bytes(uint64_t n) {
   if (state_ != State::kInTensor) fail("tensor data written outside begin/end_tensor");
   const GgufWriterTensor& t = tensors_[next_tensor_];
   if (n > t.n_bytes - tensor_written_) {
     fail("tensor '" + t.name + "': " + std::to_string(tensor_written_ + n) +
          " bytes written, its size is " + std::to_string(t.n_bytes));
   }
+  tensor_written_ += n;
+}
+
+void GgufWriter::write(std::span<const std::byte> bytes) {
+  take_tensor_bytes(bytes.size());
+  put(bytes.data(), bytes.size());
+}
+
+void GgufWriter::write_zeros(uint64_t n) {
+  take_tensor_bytes(n);
   if (n == 0) return;
   if (fseeko(file_, static_cast<off_t>(n), SEEK_CUR) != 0) {
     fail("seek failed: " + std::string(std::strerror(errno)));
   }
   written_ += n;
-  tensor_written_ += n;
 }
 
 void GgufWriter::end_tensor() {

@@ -143,6 +143,7 @@ class GgufWriter {
   enum class State { kDeclaring, kData, kInTensor, kFinished };
   [[noreturn]] void fail(const std::string& msg) const;
   void put(const void* p, size_t n);
+  void take_tensor_bytes(uint64_t n);
   void pad_to_alignment();
 
   std::string path_;
