@@ -87,12 +87,14 @@ class EngineBench {
  private:
   // Documents per engine run in the coalesced embedding figure.
   static constexpr size_t kCoalescedDocs = 32;
+  // The most sequences of a generation step (gen.b256), and the backend's state slots.
+  static constexpr uint32_t kMostSequences = 256;
 
   // Load: a fresh backend per repeat on the process's one GPU device, made first (as llama.cpp's
   // load figure keeps its Vulkan backend's device); the page cache is warm after the first.
   void load() {
     engine::BackendOptions bo;
-    bo.n_slots = 64;
+    bo.n_slots = kMostSequences;
     // As `rwkvd serve` (its --max-chunk): the email's 854 tokens are one forward.
     bo.max_chunk = 1024;
     bo.n_threads = o_.threads;
@@ -184,9 +186,9 @@ class EngineBench {
   // sequence with its logits row to the host every step.
   void generate() {
     const int gen_steps = o_.quick ? 16 : 128;
-    // 4: the most sequences a decode step runs on the int8 products; 8 and 32 run on tensor
-    // cores where the device has them.
-    const std::vector<uint32_t> gen_batches{1, 4, 8, 32};
+    // 4: the most sequences a decode step runs on the int8 products; 8 and more run on tensor
+    // cores where the device has them; 64 to 256: many agents or a batch job at once.
+    const std::vector<uint32_t> gen_batches{1, 4, 8, 32, 64, 128, kMostSequences};
     for (uint32_t bs : gen_batches) {
       std::vector<uint32_t> slots(bs);
       std::iota(slots.begin(), slots.end(), 0u);

@@ -36,6 +36,7 @@ ENGINE_FIGURES = [
     "gen.b1.tok_s",
     "gen.b8.tok_s",
     "gen.b32.tok_s",
+    "gen.b256.tok_s",
     "doc_state.engine_ms",
     "embed.email_engine_ms",
     "field_analysis.engine_ms",
