@@ -92,8 +92,9 @@ void print_plan(const std::string& path, const PlanOptions& o) {
               profile.name.c_str(), vk::device_class_name(profile.device_class()), o.tokens,
               o.sequences);
   for (const std::string& c : planner.kernel_choices()) std::printf(" %s", c.c_str());
-  std::printf("\n\n%s",
-              vk::plan_text(planner, {o.tokens, o.sequences, o.sequences, o.sequences}).c_str());
+  std::printf("\n\n%s", vk::plan_text(planner, {o.tokens, o.sequences, o.sequences, o.sequences,
+                                                false, (o.tokens + o.sequences - 1) / o.sequences})
+                            .c_str());
 }
 #else
 void print_plan(const std::string&, const PlanOptions&) {
@@ -113,7 +114,8 @@ void add_inspect_command(CLI::App& app) {
                 "its kernel, grid and the forms its products read and write");
   cmd->add_option("--tokens", o->tokens, "With --plan: tokens in the forward")
       ->capture_default_str();
-  cmd->add_option("--sequences", o->sequences, "With --plan: sequences among them")
+  cmd->add_option("--sequences", o->sequences,
+                  "With --plan: sequences among them (of equal lengths)")
       ->capture_default_str();
   cmd->add_option("--device-profile", o->device_profile,
                   "With --plan: a named device instead of the one at hand (lavapipe, h200, amd)");

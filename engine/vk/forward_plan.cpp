@@ -480,13 +480,13 @@ void ForwardPlanner::wkv(uint32_t l, const ForwardShape& s, std::vector<Step>& o
   if (input_of(output) == MmInput::kInt8) wk.y_q8 = a_.q_y;
   // The output product reads y's fp16 form alone (on tensor cores): wkv writes just that, and no
   // h16.comp dispatch and barrier make it.
-  const bool y_half = input_of(output) == MmInput::kHalf && k_.wkv_writes_h16(N, s.T);
+  const bool y_half = input_of(output) == MmInput::kHalf && k_.wkv_writes_h16(N, s.longest_or_t());
   if (y_half) {
     wk.flags |= kWkvYHalf;
     wk.y_q8 = a_.h_y;
   }
   const SetRef set = fuse ? SetRef{SetRef::Kind::kLora, l} : SetRef{};
-  out.push_back({"wkv", set, step::Wkv{wk, hp_.n_head, N, s.B, s.T}});
+  out.push_back({"wkv", set, step::Wkv{wk, hp_.n_head, N, s.B, s.T, s.longest_or_t()}});
   out.push_back(barrier());
   if (!y_half) to_half({&output}, s.T, out);
   out.push_back(output);

@@ -25,6 +25,8 @@ struct ForwardShape {
   uint32_t n_logit = 0;  // the first n_logit of them also go through the head
   // Those rows leave as their argmax's parts (Kernels::argmax), not as logits (greedy picks).
   bool argmax = false;
+  uint32_t longest = 0;  // the most tokens of one sequence (0: T)
+  uint32_t longest_or_t() const { return longest != 0 ? longest : T; }
   auto operator<=>(const ForwardShape&) const = default;
 };
 
@@ -114,7 +116,7 @@ struct Products {
 };
 struct Wkv {
   WkvArgs args;
-  uint32_t n_head, head_size, n_seq, T;
+  uint32_t n_head, head_size, n_seq, T, longest;
 };
 struct OutLn {
   OutLnArgs args;

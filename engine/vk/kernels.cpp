@@ -962,7 +962,8 @@ void Kernels::shift(VkCommandBuffer cb, VkDescriptorSet set, const ShiftArgs& a,
 }
 
 void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& args, uint32_t n_head,
-                  uint32_t head_size, uint32_t n_seq, uint32_t T) {
+                  uint32_t head_size, uint32_t n_seq, uint32_t T, uint32_t longest) {
+  if (longest == 0) longest = T;
   if (head_size > 256 || (head_size & (head_size - 1)) != 0) {
     throw EngineError("vk wkv: head size must be a power of two <= 256");
   }
@@ -977,7 +978,7 @@ void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& args, 
     throw EngineError("vk wkv: the LoRA up products need the subgroup kernel");
   }
   const bool y_half = (args.flags & kWkvYHalf) != 0;
-  if (y_half && (!wkv_writes_h16(head_size, T) || args.y_q8 == kNoQ8)) {
+  if (y_half && (!wkv_writes_h16(head_size, longest) || args.y_q8 == kNoQ8)) {
     throw EngineError("vk wkv: this kernel cannot write the fp16 form of y");
   }
   if (args.y_q8 != kNoQ8 && !y_half && !wkv_writes_q8(head_size)) {
@@ -998,7 +999,7 @@ void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& args, 
     }
     // A long chunk: wkv_long.comp (each head's state rows maybe over several workgroups), then
     // wkv_out.comp for the GroupNorm, bonus and gate (which need all of a head's rows).
-    const bool long_chunk = !lora && T >= t_.wkv_long_t;
+    const bool long_chunk = !lora && longest >= t_.wkv_long_t;
     const Pipelines::Key pipelined =
         long_chunk && (args.y_q8 == kNoQ8 || y_half) ? wkv_long_key(head_size) : Pipelines::Key{};
     if (!pipelined.first.empty()) {
@@ -1011,7 +1012,7 @@ void Kernels::wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& args, 
       dispatch(cb, n_head, T, 1);
       return;
     }
-    const Pipelines::Key key = wkv_key(head_size, T, lora, lora_ranks, grouped);
+    const Pipelines::Key key = wkv_key(head_size, longest, lora, lora_ranks, grouped);
     bind(cb, set, key, &a, sizeof(a));
   } else {
     bind(cb, set, {"wkv", {head_size, head_size}}, &a, sizeof(a));
@@ -1023,10 +1024,10 @@ bool Kernels::wkv_writes_q8(uint32_t head_size) const {
   return wkv_sg(head_size) && head_size % 16 == 0;
 }
 
-bool Kernels::wkv_writes_h16(uint32_t head_size, uint32_t T) const {
+bool Kernels::wkv_writes_h16(uint32_t head_size, uint32_t longest) const {
   // wkv_sg.comp writes it at any T; a long chunk that wkv_long.comp takes has wkv_out.comp write
   // it, pairing neighbouring channels by shuffles.
-  const bool on_long = T >= t_.wkv_long_t && !wkv_long_key(head_size).first.empty();
+  const bool on_long = longest >= t_.wkv_long_t && !wkv_long_key(head_size).first.empty();
   return wkv_sg(head_size) && (!on_long || prof_.features.subgroup_size % 2 == 0);
 }
 

@@ -206,9 +206,11 @@ class Kernels {
   void embed(VkCommandBuffer cb, VkDescriptorSet set, GgmlType type, const EmbedArgs& a,
              uint32_t T);
   void shift(VkCommandBuffer cb, VkDescriptorSet set, const ShiftArgs& a, uint32_t T);
-  // T: the tokens of the forward (long chunks get a variant with more tokens per pass).
+  // T: the tokens of the forward; longest: the most of one sequence (0: T). A chunk whose
+  // longest sequence has Tuning::wkv_long_t tokens or more takes the long-chunk kernels (phases
+  // pipelined over each sequence's tokens); many sequences of a token or a few do not.
   void wkv(VkCommandBuffer cb, VkDescriptorSet set, const WkvArgs& a, uint32_t n_head,
-           uint32_t head_size, uint32_t n_seq, uint32_t T);
+           uint32_t head_size, uint32_t n_seq, uint32_t T, uint32_t longest = 0);
   // Whether wkv() can take kWkvLora for LoRA ranks summing to lora_ranks (the subgroup
   // kernel, ranks its phase L holds; Tuning::fuse_lora false says no, for comparisons).
   bool wkv_fuses_lora(uint32_t head_size, uint32_t lora_ranks) const;
@@ -230,7 +232,7 @@ class Kernels {
   bool wkv_writes_q8(uint32_t head_size) const;
   // Whether wkv() of T tokens can take kWkvYHalf (the subgroup kernels: wkv_sg.comp, or for a
   // long chunk wkv_out.comp where subgroups pair channels).
-  bool wkv_writes_h16(uint32_t head_size, uint32_t T) const;
+  bool wkv_writes_h16(uint32_t head_size, uint32_t longest) const;
 
   // Makes every earlier shader/transfer write visible to every later shader/transfer access.
   static void barrier(VkCommandBuffer cb);

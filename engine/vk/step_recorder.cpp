@@ -19,7 +19,7 @@ void record_step(Kernels& k, VkCommandBuffer cb, const Step& s, const StepTarget
         } else if constexpr (std::is_same_v<Op, step::Products>) {
           k.record_mm(cb, t.set, op.plan);
         } else if constexpr (std::is_same_v<Op, step::Wkv>) {
-          k.wkv(cb, t.set, op.args, op.n_head, op.head_size, op.n_seq, op.T);
+          k.wkv(cb, t.set, op.args, op.n_head, op.head_size, op.n_seq, op.T, op.longest);
         } else if constexpr (std::is_same_v<Op, step::OutLn>) {
           k.out_ln(cb, t.set, op.args);
         } else if constexpr (std::is_same_v<Op, step::Argmax>) {

@@ -217,8 +217,14 @@ class VkBackendImpl final : public VkBackend {
     uint32_t head_rows = 0;    // rows[0, head_rows) go through the head
     bool argmax_only = false;  // every head row wants its argmax: they leave as argmax parts
     ForwardShape shape() const {
-      return {tokens, static_cast<uint32_t>(parts.size()), static_cast<uint32_t>(rows.size()),
-              head_rows, argmax_only};
+      uint32_t longest = 0;
+      for (const Part& p : parts) longest = std::max(longest, p.n);
+      return {tokens,
+              static_cast<uint32_t>(parts.size()),
+              static_cast<uint32_t>(rows.size()),
+              head_rows,
+              argmax_only,
+              longest};
     }
   };
   // When a chunk's forward reached each step on the host, for the profiler.

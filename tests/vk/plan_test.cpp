@@ -1,10 +1,10 @@
 // Which kernel each dispatch of a forward takes, without a device: the forward's plan
 // (forward_plan.h) of a 2.9B-shaped model of each file type (zero weights, written as holes in
 // a moment) on named device profiles (lavapipe, an H200, an AMD GPU) with their class's tuning,
-// for a decode step of one sequence, of 8 sequences, and a long chunk of 512 tokens: layer 1 (a
-// layer with every product) and the head, with the forms each product reads and writes and the
-// barriers. The table is tests/vk/golden/forward_plans.txt: a rule or tuning change that moves a
-// kernel shows there in review.
+// for a decode step of one sequence, of 8 and of 256 sequences, and a long chunk of 512 tokens:
+// layer 1 (a layer with every product) and the head, with the forms each product reads and writes
+// and the barriers. The table is tests/vk/golden/forward_plans.txt: a rule or tuning change that
+// moves a kernel shows there in review.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -56,7 +56,7 @@ void plan_lines(const std::string& profile, const std::string& type, uint32_t T,
   const WeightLayout weights(m, UINT32_MAX);
   const ForwardPlanner planner(k, m, weights,
                                ForwardGeometry::fit(m.hparams(), 1024, 64, UINT32_MAX));
-  const ForwardShape shape{T, B, B, B};
+  const ForwardShape shape{T, B, B, B, false, (T + B - 1) / B};
   const std::string head =
       profile + " " + type + " T=" + std::to_string(T) + " B=" + std::to_string(B);
   out += head + " layer 1\n" + segment_text(planner, 2, shape);
@@ -67,7 +67,7 @@ std::string all_plans() {
   std::string out;
   for (const std::string& profile : device_profile_names()) {
     for (const char* type : {"f32", "f16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k"}) {
-      for (const auto& [T, B] : {std::pair{1u, 1u}, {8u, 8u}, {512u, 1u}}) {
+      for (const auto& [T, B] : {std::pair{1u, 1u}, {8u, 8u}, {256u, 256u}, {512u, 1u}}) {
         plan_lines(profile, type, T, B, out);
       }
     }
