@@ -45,7 +45,7 @@ struct SequenceInput {
 };
 
 struct BackendOptions {
-  uint32_t n_slots = 16;     // state slots held by the backend
+  uint32_t n_slots = 16;     // state slots (the Vulkan backend's grow on the device with use)
   uint32_t max_chunk = 256;  // tokens per sequence per internal forward chunk
   uint32_t n_threads = 0;    // cpu: 0 = all cores
 };

@@ -1,5 +1,6 @@
 #include "engine/vk/forward.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "engine/error.h"
@@ -38,6 +39,7 @@ ForwardBuffers ForwardBuffers::make(Device& dev, const Rwkv7Hparams& hp, uint32_
 Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv7Model& model,
                  ForwardBuffers buffers)
     : dev_(dev),
+      pipes_(pipes),
       w_(weights),
       model_(model),
       g_(buffers.geometry),
@@ -46,10 +48,12 @@ Forward::Forward(Device& dev, Pipelines& pipes, WeightStore& weights, const Rwkv
       state_(std::move(buffers.state)),
       meta_(std::move(buffers.meta)),
       readback_(std::move(buffers.readback)),
+      slot_bytes_(model.hparams().state_floats() * 4),
+      slot_cap_(static_cast<uint32_t>(state_.size() / slot_bytes_)),
       planner_(std::make_unique<ForwardPlanner>(kernels_, model, weights.layout(), g_)),
       cmds_(dev),
       profiler_(dev) {
-  make_sets(pipes);
+  make_sets();
   const ForwardPlanner::PipelineNeeds needs = ForwardPlanner::pipeline_needs(model, kernels_);
   const Rwkv7Hparams& hp = model.hparams();
   kernels_.warm(needs.types, hp.n_embd, hp.head_size, needs.lora_ranks, model_.head->type);
@@ -65,10 +69,13 @@ Forward::~Forward() = default;
 
 // The base set (activations, state, meta, vecs), the embedding's, one per product group and one
 // per layer whose LoRA up products wkv does.
-void Forward::make_sets(Pipelines& pipes) {
+void Forward::make_sets() {
   const auto& groups = planner_->groups();
   const auto& lora = planner_->lora_up();
-  sets_ = std::make_unique<DescriptorSets>(dev_, pipes.set_layout(),
+  group_sets_.clear();
+  lora_sets_.clear();
+  sets_.reset();
+  sets_ = std::make_unique<DescriptorSets>(dev_, pipes_.set_layout(),
                                            static_cast<uint32_t>(2 + groups.size() + lora.size()));
   SetBindings base;
   base.meta = {meta_.handle(), 0, VK_WHOLE_SIZE};
@@ -127,16 +134,48 @@ void Forward::collect_profile(const ForwardShape& shape, bool whole) {
   }
 }
 
+void Forward::forget_recordings() {
+  for (auto& [s, r] : recorded_) {
+    vkFreeCommandBuffers(dev_.device(), cmds_.pool(), static_cast<uint32_t>(r.cbs.size()),
+                         r.cbs.data());
+    profiler_.forget(r.profile);
+  }
+  recorded_.clear();
+}
+
+// The states move into a larger buffer; the descriptor sets that bind it are made anew, and
+// with them every recorded command buffer (which binds them).
+void Forward::ensure_slots(uint32_t needed, uint32_t most) {
+  if (needed <= slot_cap_) return;
+  if (needed > most) {
+    throw EngineError("vulkan: state slot " + std::to_string(needed - 1) + " is past the " +
+                      std::to_string(most) + " slots");
+  }
+  const uint32_t cap = std::min(most, std::max(needed, 2 * slot_cap_));
+  const VkDeviceSize bytes = VkDeviceSize{cap} * slot_bytes_;
+  Buffer grown;
+  try {
+    grown = Buffer(dev_, bytes, MemKind::kDevice);
+  } catch (const EngineError& e) {
+    throw EngineError("vulkan: no device memory for " + std::to_string(cap) + " state slots (" +
+                      std::to_string(bytes >> 20) + " MiB; " + std::to_string(slot_cap_) +
+                      " held): " + e.what());
+  }
+  cmds_.run_now([&](VkCommandBuffer cb) {
+    Kernels::barrier(cb);  // after the forwards and transfers that wrote the states
+    const VkBufferCopy kept{0, 0, state_.size()};
+    vkCmdCopyBuffer(cb, state_.handle(), grown.handle(), 1, &kept);
+    vkCmdFillBuffer(cb, grown.handle(), state_.size(), bytes - state_.size(), 0);
+  });
+  forget_recordings();
+  state_ = std::move(grown);
+  slot_cap_ = cap;
+  make_sets();
+}
+
 const std::vector<VkCommandBuffer>& Forward::commands(const ForwardShape& shape, bool whole) {
   if (auto it = recorded_.find({shape, whole}); it != recorded_.end()) return it->second.cbs;
-  if (recorded_.size() >= 64) {  // bound the cache; shapes repeat in steady decode
-    for (auto& [s, r] : recorded_) {
-      vkFreeCommandBuffers(dev_.device(), cmds_.pool(), static_cast<uint32_t>(r.cbs.size()),
-                           r.cbs.data());
-      profiler_.forget(r.profile);
-    }
-    recorded_.clear();
-  }
+  if (recorded_.size() >= 64) forget_recordings();  // bound the cache: decode shapes repeat
   const uint32_t segments = planner_->n_segments();
   Recorded r;
   r.cbs.resize(whole ? 1 : segments);

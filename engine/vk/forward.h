@@ -56,7 +56,13 @@ class Forward {
   uint32_t meta_out() const { return g_.meta_out(); }
   VkDeviceSize readback_logits_offset() const { return g_.readback_logits_offset(); }
   Buffer& meta() { return meta_; }
+  // The state slots on the device (docs/STATE_LAYOUT.md, one after another). They grow when a
+  // slot past them is first needed: ensure_slots() makes room for `needed` (doubling, at most
+  // `most`), keeping every state; a slot past them holds the zero state. Throws EngineError,
+  // keeping the slots it had, where the device has no memory for them.
   Buffer& state() { return state_; }
+  uint32_t slot_capacity() const { return slot_cap_; }
+  void ensure_slots(uint32_t needed, uint32_t most);
   Buffer& readback() { return readback_; }
   uint64_t scratch_bytes() const { return act_.size() + meta_.size() + readback_.size(); }
   const ForwardPlanner& planner() const { return *planner_; }
@@ -81,17 +87,21 @@ class Forward {
     std::vector<VkCommandBuffer> cbs;
     std::vector<uint32_t> profile;  // profiler recording of each command buffer
   };
-  void make_sets(Pipelines& pipes);
+  void make_sets();
+  void forget_recordings();
   void write_shift_records();
   VkDescriptorSet set_of(const SetRef& ref) const;
   void record(VkCommandBuffer cb, uint32_t segment, const ForwardShape& s, uint32_t prof);
 
   Device& dev_;
+  Pipelines& pipes_;
   WeightStore& w_;
   const Rwkv7Model& model_;
   ForwardGeometry g_;
   Kernels kernels_;
   Buffer act_, state_, meta_, readback_;
+  uint64_t slot_bytes_ = 0;
+  uint32_t slot_cap_ = 0;
   std::unique_ptr<ForwardPlanner> planner_;
   std::unique_ptr<DescriptorSets> sets_;
   VkDescriptorSet base_set_ = VK_NULL_HANDLE, embed_set_ = VK_NULL_HANDLE;

@@ -64,7 +64,8 @@ class VkBackendImpl final : public VkBackend {
     });
     const uint32_t token_cap = std::max(opt_.max_chunk, std::min(opt_.n_slots, 64u));
     auto buffers = std::async(std::launch::async, [this, token_cap] {
-      return ForwardBuffers::make(*dev_, hp_, token_cap, opt_.n_slots, opt_.n_slots);
+      // One state slot at first: they grow with the slots in use (Forward::ensure_slots).
+      return ForwardBuffers::make(*dev_, hp_, token_cap, opt_.n_slots, 1);
     });
     const double weights_start_s = seconds_since_open();
     weights_ = std::make_unique<WeightStore>(*dev_, *model_);
@@ -135,6 +136,9 @@ class VkBackendImpl final : public VkBackend {
 
   std::vector<Tensor> run(std::span<const SequenceInput> batch) override {
     validate_batch(hp_, n_slots(), batch);
+    uint32_t slots = 0;
+    for (const SequenceInput& in : batch) slots = std::max(slots, in.slot + 1);
+    forward_->ensure_slots(slots, opt_.n_slots);
     std::vector<Tensor> out(batch.size());
     for (size_t i = 0; i < batch.size(); ++i) {
       const int64_t n = static_cast<int64_t>(batch[i].tokens.size());
@@ -154,6 +158,7 @@ class VkBackendImpl final : public VkBackend {
 
   void reset_state(uint32_t slot) override {
     check_slot(slot);
+    if (slot >= forward_->slot_capacity()) return;  // a slot not yet on the device: zero already
     cmds_->run_now([&](VkCommandBuffer cb) {
       Kernels::barrier(cb);
       vkCmdFillBuffer(cb, forward_->state().handle(), slot_offset(slot), slot_bytes(), 0);
@@ -163,6 +168,10 @@ class VkBackendImpl final : public VkBackend {
   void read_state(uint32_t slot, std::span<float> dst) override {
     check_slot(slot);
     check_size(dst.size());
+    if (slot >= forward_->slot_capacity()) {  // a slot not yet on the device: the zero state
+      std::fill(dst.begin(), dst.end(), 0.0f);
+      return;
+    }
     wait_transfer_buffers();
     cmds_->run_now([&](VkCommandBuffer cb) {
       Kernels::barrier(cb);
@@ -177,6 +186,7 @@ class VkBackendImpl final : public VkBackend {
   void write_state(uint32_t slot, std::span<const float> src) override {
     check_slot(slot);
     check_size(src.size());
+    forward_->ensure_slots(slot + 1, opt_.n_slots);
     wait_transfer_buffers();
     copy_in_parts(xfer_up_.mapped(), src.data(), slot_bytes());
     xfer_up_.flush(0, slot_bytes());
@@ -191,6 +201,7 @@ class VkBackendImpl final : public VkBackend {
     check_slot(src);
     check_slot(dst);
     if (src == dst) return;
+    forward_->ensure_slots(std::max(src, dst) + 1, opt_.n_slots);
     cmds_->run_now([&](VkCommandBuffer cb) {
       Kernels::barrier(cb);
       VkBufferCopy r{slot_offset(src), slot_offset(dst), slot_bytes()};

@@ -321,6 +321,38 @@ TEST_F(VkForward, StateRoundTripContinuesExactly) {
   EXPECT_LT(d.max_abs, 1e-4);
 }
 
+// The state slots start as one on the device and grow with the slots in use, each state kept
+// through the growth: a sequence continued in slot 0 after slot 37 made the buffer grow gives
+// the logits of running it alone, and slots never used read back as the zero state.
+TEST_F(VkForward, StateSlotsGrowWithTheSlotsInUse) {
+  RWKVD_FIXTURE(model, "rwkv7/tiny-rwkv7-834K.f32.gguf");
+  const auto toks = long_prompt(12, 256);
+  const auto first = std::span<const int32_t>(toks).first(7), rest = std::span(toks).subspan(7);
+  // (run_one resets its slot first; `go_on` continues the state in the slot.)
+  const auto go_on = [&](engine::Backend& be, std::span<const int32_t> t, uint32_t slot) {
+    const SequenceInput in{slot, t, OutputMode::kAllLogits};
+    return be.run({&in, 1})[0].data;
+  };
+  auto alone = gpu(model, 256, 1);
+  run_one(*alone, first, OutputMode::kNone);
+  const auto want = go_on(*alone, rest, 0);
+
+  auto b = gpu(model, 256, 64);
+  const uint64_t one = b->load_stats().state_bytes;
+  EXPECT_EQ(one, b->hparams().state_floats() * 4);
+  run_one(*b, first, OutputMode::kNone);               // slot 0
+  run_one(*b, first, OutputMode::kNone, /*slot=*/37);  // grows to 38 slots
+  EXPECT_GE(b->load_stats().state_bytes, 38 * one);
+  EXPECT_LE(b->load_stats().state_bytes, 64 * one);
+  EXPECT_EQ(go_on(*b, rest, 0), want);              // slot 0 kept its state
+  const auto untouched = test::read_state(*b, 63);  // past the slots on the device
+  EXPECT_TRUE(std::all_of(untouched.begin(), untouched.end(), [](float x) { return x == 0; }));
+  b->copy_state(37, 63);  // grows to 64
+  EXPECT_EQ(b->load_stats().state_bytes, 64 * one);
+  EXPECT_EQ(test::read_state(*b, 63), test::read_state(*b, 37));
+  EXPECT_THROW(b->write_state(64, test::read_state(*b, 0)), EngineError);
+}
+
 TEST_F(VkForward, RejectsBadInputWithoutTouchingState) {
   RWKVD_FIXTURE(model, "rwkv7/tiny-rwkv7-834K.f32.gguf");
   auto b = gpu(model, 256, 2);
