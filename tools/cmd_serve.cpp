@@ -178,7 +178,10 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--prefill-chunk-alone", a->opt.prefill_chunk_alone,
                   "prompt tokens per step for a sequence that runs alone")
       ->capture_default_str();
-  cmd->add_option("--slots", a->slots, "backend state slots")->capture_default_str();
+  cmd->add_option("--slots", a->slots,
+                  "most state slots (sequences and sessions held at once; on a GPU they take "
+                  "device memory as they are first used)")
+      ->capture_default_str();
   cmd->add_option("--max-chunk", a->max_chunk,
                   "most tokens of one sequence in one engine forward (bigger: faster prefill, "
                   "more GPU memory for activations)")
