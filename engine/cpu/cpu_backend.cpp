@@ -38,7 +38,7 @@ class CpuBackend final : public Backend {
         hp_(model_->hparams()),
         opt_(opt),
         pool_(opt.n_threads),
-        slots_(opt.n_slots, std::vector<float>(hp_.state_floats(), 0.0f)) {
+        slots_(opt.n_slots) {
     const auto t0 = std::chrono::steady_clock::now();
     if (opt_.max_chunk == 0) opt_.max_chunk = 1;
     emb_norm_w_ = cpu::to_f32(*model_->emb_norm_w);
@@ -67,12 +67,13 @@ class CpuBackend final : public Backend {
     LoadStats s;
     s.usable_ms = s.resident_ms = load_ms_;
     s.weight_bytes = model_->file().file_size();
-    s.state_bytes = slots_.size() * hp_.state_floats() * sizeof(float);
+    for (const auto& slot : slots_) s.state_bytes += slot.size() * sizeof(float);
     return s;
   }
 
   std::vector<Tensor> run(std::span<const SequenceInput> batch) override {
     validate_batch(hp_, n_slots(), batch);
+    for (const SequenceInput& s : batch) slot_ref(s.slot);  // its memory, where first used
     std::vector<Tensor> out(batch.size());
     for (size_t i = 0; i < batch.size(); ++i) {
       const int64_t n = static_cast<int64_t>(batch[i].tokens.size());
@@ -142,6 +143,8 @@ class CpuBackend final : public Backend {
       throw EngineError("state slot " + std::to_string(slot) + " is out of range (" +
                         std::to_string(slots_.size()) + " slots)");
     }
+    // A slot takes memory where it is first used, as the zero state.
+    if (slots_[slot].empty()) slots_[slot].assign(hp_.state_floats(), 0.0f);
     return slots_[slot];
   }
 
@@ -393,7 +396,7 @@ class CpuBackend final : public Backend {
   Rwkv7Hparams hp_;
   BackendOptions opt_;
   ThreadPool pool_;
-  std::vector<std::vector<float>> slots_;
+  std::vector<std::vector<float>> slots_;  // empty until first used
   std::vector<float> emb_norm_w_, emb_norm_b_, out_norm_w_, out_norm_b_;
   std::vector<LayerVectors> layers_;
   Scratch scratch_;

@@ -54,6 +54,7 @@ class VkBackendImpl final : public VkBackend {
     }
     dev_ = &context_->device();
     pipes_ = &context_->pipelines();
+    check_slot_count_fits_device();
     // The pipelines depend only on the device and the model's types, the forward's buffers on
     // its shape: both are made on other threads while the weights' memory is set up and the
     // upload starts, instead of after.
@@ -501,6 +502,18 @@ class VkBackendImpl final : public VkBackend {
     if (slot >= opt_.n_slots) {
       throw EngineError("state slot " + std::to_string(slot) + " is out of range (" +
                         std::to_string(opt_.n_slots) + " slots)");
+    }
+  }
+  // The slots take device memory only as they are used, but all of them must fit the device's
+  // largest heap: an absurd --slots is an error at load, not a failure hours later.
+  void check_slot_count_fits_device() const {
+    VkDeviceSize heap = 0;
+    const VkPhysicalDeviceMemoryProperties& m = dev_->mem_props();
+    for (uint32_t i = 0; i < m.memoryHeapCount; ++i) heap = std::max(heap, m.memoryHeaps[i].size);
+    if (VkDeviceSize{opt_.n_slots} * slot_bytes() > heap) {
+      throw EngineError(std::to_string(opt_.n_slots) + " state slots of " +
+                        std::to_string(slot_bytes()) + " bytes exceed the device's memory (" +
+                        std::to_string(heap >> 20) + " MiB); ask for fewer");
     }
   }
   void check_size(size_t n) const {

@@ -351,6 +351,8 @@ TEST_F(VkForward, StateSlotsGrowWithTheSlotsInUse) {
   EXPECT_EQ(b->load_stats().state_bytes, 64 * one);
   EXPECT_EQ(test::read_state(*b, 63), test::read_state(*b, 37));
   EXPECT_THROW(b->write_state(64, test::read_state(*b, 0)), EngineError);
+  // Slots that could never fit the device are refused at load.
+  EXPECT_THROW(gpu(model, 256, 4000000000u), EngineError);
 }
 
 TEST_F(VkForward, RejectsBadInputWithoutTouchingState) {
