@@ -39,7 +39,8 @@ using protocol::Value;
 
 constexpr auto kClientTimeout = std::chrono::minutes(10);
 constexpr auto kReadyTimeout = std::chrono::minutes(10);
-constexpr int kEmbedProcesses = 8;
+// Client processes of the embedding figures: a few agents, and a batch job's many workers.
+constexpr int kEmbedProcesses = 8, kManyEmbedProcesses = 64;
 
 std::string tail_of(const std::string& path, size_t n = 4000) {
   std::ifstream in(path, std::ios::binary);
@@ -172,8 +173,8 @@ struct EmbedRound {
 };
 
 [[noreturn]] void child_main(const std::string& endpoint,
-                             const std::vector<std::vector<int32_t>>& docs, int k, int ready_fd,
-                             int go_fd, int res_fd) {
+                             const std::vector<std::vector<int32_t>>& docs, int k, int processes,
+                             int ready_fd, int go_fd, int res_fd) {
   ChildResult r;
   try {
     client::Client c(endpoint, kClientTimeout);
@@ -183,7 +184,7 @@ struct EmbedRound {
     while (::read(go_fd, &b, 1) != 0) {  // EOF: go (the parent closed its end)
       if (errno != EINTR) break;
     }
-    for (size_t d = static_cast<size_t>(k); d < docs.size(); d += kEmbedProcesses) {
+    for (size_t d = static_cast<size_t>(k); d < docs.size(); d += static_cast<size_t>(processes)) {
       const client::Tensor e = c.embed({Input{std::nullopt, docs[d]}});
       if (e.shape.size() != 2 || e.shape[0] != 1) throw std::runtime_error("bad embedding shape");
       r.checksum += sum_of(e.data());  // read the floats where they are
@@ -200,11 +201,11 @@ struct EmbedRound {
   ::_exit(r.ok ? 0 : 1);
 }
 
-// kEmbedProcesses forked processes, each with its own client, embed docs[k], docs[k + 8], ...
-// one document per request, all released at once when every one is connected. This process
+// `processes` forked processes, each with its own client, embed docs[k], docs[k + processes],
+// ... one document per request, all released at once when every one is connected. This process
 // must hold no ZeroMQ context while it forks.
 EmbedRound embed_from_processes(const std::string& endpoint,
-                                const std::vector<std::vector<int32_t>>& docs) {
+                                const std::vector<std::vector<int32_t>>& docs, int processes) {
   int ready[2], go[2], res[2];
   if (::pipe2(ready, O_CLOEXEC) != 0 || ::pipe2(go, O_CLOEXEC) != 0 ||
       ::pipe2(res, O_CLOEXEC) != 0) {
@@ -212,14 +213,14 @@ EmbedRound embed_from_processes(const std::string& endpoint,
   }
   std::fflush(nullptr);
   std::vector<pid_t> kids;
-  for (int k = 0; k < kEmbedProcesses; ++k) {
+  for (int k = 0; k < processes; ++k) {
     const pid_t pid = ::fork();
     if (pid < 0) break;
     if (pid == 0) {
       ::close(ready[0]);
       ::close(go[1]);
       ::close(res[0]);
-      child_main(endpoint, docs, k, ready[1], go[0], res[1]);
+      child_main(endpoint, docs, k, processes, ready[1], go[0], res[1]);
     }
     kids.push_back(pid);
   }
@@ -235,7 +236,8 @@ EmbedRound embed_from_processes(const std::string& endpoint,
   };
   int n_ready = 0;
   const auto t_wait = Clock::now();
-  while (static_cast<size_t>(n_ready) < kids.size() && kids.size() == kEmbedProcesses) {
+  while (static_cast<size_t>(n_ready) < kids.size() &&
+         kids.size() == static_cast<size_t>(processes)) {
     pollfd p{ready[0], POLLIN, 0};
     ::poll(&p, 1, 100);
     if (p.revents & POLLIN) {
@@ -248,7 +250,7 @@ EmbedRound embed_from_processes(const std::string& endpoint,
     reap(false);
     if (!exited.empty() || Clock::now() - t_wait > std::chrono::minutes(2)) break;
   }
-  const bool all_ready = n_ready == kEmbedProcesses;
+  const bool all_ready = n_ready == processes;
   if (!all_ready) {
     for (pid_t p : kids) {
       if (!exited.count(p)) ::kill(p, SIGKILL);
@@ -798,13 +800,20 @@ class ClientBench {
         worker_ = std::make_unique<WorkerProcess>(serve_args(false), next_log());
         worker_->wait_ready(t0);
       }
-      embed_rounds(coalesce ? "coalesced" : "single", docs);
+      embed_rounds(coalesce ? "coalesced" : "single", docs, kEmbedProcesses);
+      // A batch job's many client processes (coalesced; as many as documents where fewer).
+      if (coalesce) {
+        const int many = std::min<int>(kManyEmbedProcesses, static_cast<int>(docs.size()));
+        embed_rounds("many", docs, many);
+        ctx_["embed_processes_many"] = many;
+      }
     }
   }
 
   // The embedding rounds on the running worker, after one untimed dispatch; `name` is its way of
   // batching, in the figures' names and the batch-size histograms.
-  void embed_rounds(const std::string& name, const std::vector<std::vector<int32_t>>& docs) {
+  void embed_rounds(const std::string& name, const std::vector<std::vector<int32_t>>& docs,
+                    int processes) {
     {
       client::Client warm(endpoint_, kClientTimeout);
       warm.embed({Input{std::nullopt, docs[0]}});
@@ -812,7 +821,7 @@ class ClientBench {
     const Value before = fetch_stats(endpoint_);
     for (int r = 0; r < repeats_; ++r) {
       const Value b = fetch_stats(endpoint_);
-      const EmbedRound round = embed_from_processes(endpoint_, docs);
+      const EmbedRound round = embed_from_processes(endpoint_, docs, processes);
       const Value a = fetch_stats(endpoint_);
       const auto h = histogram_delta(*b.find("embed")->find("batch_sequences"),
                                      *a.find("embed")->find("batch_sequences"));

@@ -56,6 +56,7 @@ CLIENT_FIGURES = [
     "field_analysis.shared_clients_ms",
     "embed.client_coalesced.docs_s",
     "embed.client_coalesced.batch_mean",
+    "embed.client_many.docs_s",
     "embed.client_single.docs_s",
     "embed.client_single.batch_mean",
 ]
