@@ -27,7 +27,11 @@
 // rather than their floats: half the bytes, and the tile loader stores them as they come. Every
 // row tile reads all the tokens' inputs, so in float32 they were most of the product's traffic. Float models keep the fp32 kernels (mt.comp), whose
 // results the F32 fixtures check at 1e-5.
+#ifdef MC_KHR
+#extension GL_KHR_cooperative_matrix : require
+#else
 #extension GL_NV_cooperative_matrix : require
+#endif
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -50,6 +54,20 @@ const uint XP = NI / BN;        // invocations staging one token's step inputs
 const uint XV = BK / XP / 4u;   // vec4 of inputs each of them stages (2 .. 8)
 const uint XU = XV / 2u;        // the same inputs' fp16 form: uvec4 of 8 halves (1 .. 4)
 layout(constant_id = 1) const bool X16 = false;
+#ifdef MC_KHR
+// MC_KHR (VK_KHR_cooperative_matrix, any vendor): fragments of FM tokens x FN rows x FK inputs
+// and subgroups of SG, the device's (specialization constants 2-5); each subgroup takes FPS of the
+// tile's fragments, (BN / FM) x (BM / FN) in row-major order, loading its own operands for each.
+#ifdef MC_SPLIT
+#error "MC_KHR takes no split inputs"
+#endif
+layout(constant_id = 2) const uint FM = 16;
+layout(constant_id = 3) const uint FN = 16;
+layout(constant_id = 4) const uint FK = 16;
+layout(constant_id = 5) const uint SG = 32;
+const uint kFragCols = BM / FN;                      // fragments along the rows
+const uint FPS = (BN / FM) * kFragCols / (NI / SG);  // fragments a subgroup
+#endif
 // Tiles in shared memory as uvec4 (8 halves): a row of BK halves is 8 uvec4, padded to 9 so
 // that the 16 rows one fragment load reads fall in different banks. The fp32 result tile for
 // the epilogue reuses the same memory once the last step is done (with 128 rows the three
@@ -109,6 +127,12 @@ void main() {
   const uint x_tok = min(t0 + xt, T - 1u);
   const uint x_row = X16 ? (pc.x_off[s] + x_tok * (K / 2u)) / 4u + XU * xh
                          : (pc.x_off[s] + x_tok * K) / 4u + XV * xh;
+#ifdef MC_KHR
+  coopmat<float, gl_ScopeSubgroup, FM, FN, gl_MatrixUseAccumulator> acc[FPS];
+  [[unroll]] for (uint f = 0; f < FPS; ++f) {
+    acc[f] = coopmat<float, gl_ScopeSubgroup, FM, FN, gl_MatrixUseAccumulator>(0.0);
+  }
+#else
   // This subgroup's part: tokens BN / 2 qt.., rows 32 qr..
   const uint sg = gl_SubgroupID, qt = sg / RQ, qr = sg % RQ;
 
@@ -124,6 +148,7 @@ void main() {
 #endif
     }
   }
+#endif
 
   // Registers carry step q + 1's weight piece and inputs while step q multiplies, so the
   // loads' latency hides behind the matrix work.
@@ -196,6 +221,21 @@ void main() {
         }
       }
     }
+#ifdef MC_KHR
+    // (Offsets in uvec4 of 8 halves: FK is a multiple of 8.)
+    [[unroll]] for (uint kk = 0; kk < BK / FK; ++kk) {
+      [[unroll]] for (uint f = 0; f < FPS; ++f) {
+        const uint g = gl_SubgroupID * FPS + f, ti = g / kFragCols, rj = g % kFragCols;
+        coopmat<float16_t, gl_ScopeSubgroup, FM, FK, gl_MatrixUseA> a;
+        coopmat<float16_t, gl_ScopeSubgroup, FK, FN, gl_MatrixUseB> b;
+        coopMatLoad(a, smem, kX + FM * ti * kStride + FK / 8u * kk, kStride,
+                    gl_CooperativeMatrixLayoutRowMajor);
+        coopMatLoad(b, smem, kW + FN * rj * kStride + FK / 8u * kk, kStride,
+                    gl_CooperativeMatrixLayoutColumnMajor);
+        acc[f] = coopMatMulAdd(a, b, acc[f]);
+      }
+    }
+#else
     [[unroll]] for (uint kk = 0; kk < BK / 16u; ++kk) {
       fcoopmatNV<16, gl_ScopeSubgroup, 16, 16> a[FT], b[2];
       [[unroll]] for (uint i = 0; i < FT; ++i) {
@@ -220,8 +260,16 @@ void main() {
       }
 #endif
     }
+#endif
     barrier();
   }
+#ifdef MC_KHR
+  [[unroll]] for (uint f = 0; f < FPS; ++f) {
+    const uint g = gl_SubgroupID * FPS + f, ti = g / kFragCols, rj = g % kFragCols;
+    coopMatStore(acc[f], smem, (FM * ti * kCStride + FN * rj) / 4u, kCStride / 4u,
+                 gl_CooperativeMatrixLayoutRowMajor);
+  }
+#else
   [[unroll]] for (uint i = 0; i < FT; ++i) {
     [[unroll]] for (uint j = 0; j < 2; ++j) {
 #ifdef MC_SPLIT
@@ -232,6 +280,7 @@ void main() {
                      kCStride / 4u, false);
     }
   }
+#endif
   barrier();
   const uint part_o = part_row(s, part);
   if (pc.yq_off[s] != ~0u) {

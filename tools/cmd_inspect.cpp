@@ -118,7 +118,7 @@ void add_inspect_command(CLI::App& app) {
                   "With --plan: sequences among them (of equal lengths)")
       ->capture_default_str();
   cmd->add_option("--device-profile", o->device_profile,
-                  "With --plan: a named device instead of the one at hand (lavapipe, h200, amd)");
+                  "With --plan: a named device instead of the one at hand (lavapipe, lavapipe-coopmat, h200, amd)");
   cmd->callback([path, o] { o->plan ? print_plan(*path, *o) : run_inspect(*path); });
 }
 

@@ -1,6 +1,9 @@
 #include "engine/vk/device.h"
 
+#include "engine/vk/khr_coopmat.h"
+
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -127,6 +130,35 @@ bool has_coopmat_f16(VkInstance instance, VkPhysicalDevice d) {
   });
 }
 
+// The largest fp16 x fp16 -> fp32 subgroup fragment of VK_KHR_cooperative_matrix that mc.comp's
+// MC_KHR tiles (64 rows by 32 or 64 tokens, 64 inputs a step, 128 invocations) divide among their
+// subgroups of `subgroup` lanes, in whole uvec4 runs of the staged halves (K, N multiples of 8
+// and 4); {0, 0, 0} where the device offers none.
+std::array<uint32_t, 3> khr_fragment(VkInstance instance, VkPhysicalDevice d, uint32_t subgroup) {
+  auto props = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+  uint32_t n = 0;
+  if (props == nullptr || subgroup == 0 || 128 % subgroup != 0 ||
+      props(d, &n, nullptr) != VK_SUCCESS) {
+    return {0, 0, 0};
+  }
+  std::vector<VkCooperativeMatrixPropertiesKHR> shapes(n);
+  for (auto& s : shapes) s.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
+  if (props(d, &n, shapes.data()) != VK_SUCCESS) return {0, 0, 0};
+  std::array<uint32_t, 3> best{0, 0, 0};
+  for (const VkCooperativeMatrixPropertiesKHR& c : shapes) {
+    const bool types =
+        c.AType == VK_COMPONENT_TYPE_FLOAT16_KHR && c.BType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
+        c.CType == VK_COMPONENT_TYPE_FLOAT32_KHR && c.ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
+        c.scope == VK_SCOPE_SUBGROUP_KHR && !c.saturatingAccumulation;
+    const uint32_t M = c.MSize, N = c.NSize, K = c.KSize;
+    const bool tiles = M > 0 && N > 0 && K > 0 && K % 8 == 0 && 64 % K == 0 && N % 4 == 0 &&
+                       64 % N == 0 && 32 % M == 0 && (32 / M) * (64 / N) % (128 / subgroup) == 0;
+    if (types && tiles && M * N * K > best[0] * best[1] * best[2]) best = {M, N, K};
+  }
+  return best;
+}
+
 // The feature structures of vkCreateDevice's chain (members: their addresses stay put) and the
 // extensions enabled; optional features join the chain after e12.
 struct EnabledFeatures {
@@ -135,6 +167,8 @@ struct EnabledFeatures {
   VkPhysicalDeviceVulkan12Features e12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
+  VkPhysicalDeviceCooperativeMatrixFeaturesKHR khr_cm{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR};
   VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR idp{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pe{
@@ -190,7 +224,9 @@ DeviceFeatures core_features(VkPhysicalDevice d, EnabledFeatures& en) {
                      sg.subgroupSize >= 4;
   f.subgroup_shuffle =
       f.subgroup_arith && (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
-  f.coopmat = f.int_dot = true;  // wanted: allowed_features() and the enable_*() decide
+  // Wanted: allowed_features() and the enable_*() decide.
+  f.coopmat = f.int_dot = true;
+  f.khr_m = 1;
   return f;
 }
 
@@ -208,6 +244,29 @@ void enable_coopmat(VkInstance instance, VkPhysicalDevice d, EnabledFeatures& en
   if (!en.cm.cooperativeMatrix || !has_coopmat_f16(instance, d)) return;
   f.coopmat = true;
   en.chain(en.cm, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+}
+
+// The portable tensor-core product (mc.comp MC_KHR), where the driver offers a fragment it tiles;
+// its shaders declare the Vulkan memory model.
+void enable_khr_coopmat(VkInstance instance, VkPhysicalDevice d, EnabledFeatures& en,
+                        DeviceFeatures& f) {
+  const bool wanted = f.khr_m != 0;
+  f.khr_m = f.khr_n = f.khr_k = 0;
+  if (!wanted || !f.float16 || !f.subgroup_shuffle ||
+      !has_device_extension(d, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME)) {
+    return;
+  }
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  query(d, f12);
+  query(d, en.khr_cm);
+  en.khr_cm.cooperativeMatrixRobustBufferAccess = VK_FALSE;
+  const auto frag = khr_fragment(instance, d, f.subgroup_size);
+  if (!en.khr_cm.cooperativeMatrix || !f12.vulkanMemoryModel || frag[0] == 0) return;
+  f.khr_m = frag[0];
+  f.khr_n = frag[1];
+  f.khr_k = frag[2];
+  en.e12.vulkanMemoryModel = VK_TRUE;
+  en.chain(en.khr_cm, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
 }
 
 // Integer dot products for the int8-input decode product.
@@ -360,6 +419,7 @@ void Device::create_device() {
   DeviceFeatures f = core_features(phys_, en);
   f = allowed_features(f, tuning_);
   enable_coopmat(instance_, phys_, en, f);
+  enable_khr_coopmat(instance_, phys_, en, f);
   enable_int_dot(phys_, en, f);
   enable_pipeline_stats(phys_, en, f);
   profile_ = make_device_profile(props_, f);

@@ -27,11 +27,22 @@ DeviceProfile lavapipe() {
   return p;
 }
 
+// Mesa 26's llvmpipe (Debian 13 backports; scripts/install-coopmat-lavapipe), as CI runs the
+// tensor-core tests on the CPU: VK_KHR_cooperative_matrix with 8 x 8 x 8 fragments in 8-wide
+// subgroups.
+DeviceProfile lavapipe_coopmat() {
+  DeviceProfile p = lavapipe();
+  p.name = "llvmpipe (LLVM 19.1.7, 256 bits)";
+  p.features.khr_m = p.features.khr_n = p.features.khr_k = 8;
+  return p;
+}
+
 // NVIDIA's driver on an H200, as it reports itself (vk_kernel_bench's device line).
 DeviceProfile h200() {
   DeviceProfile p{"NVIDIA H200", 0x10de, 0x2335, VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU};
   p.features = gpu_features(32);
   p.features.coopmat = true;
+  p.features.khr_m = p.features.khr_n = p.features.khr_k = 16;
   p.features.int_dot_fast = true;
   p.max_workgroup_size = p.max_workgroup_invocations = 1024;
   p.max_shared_memory = 49152;
@@ -67,21 +78,25 @@ DeviceProfile make_device_profile(const VkPhysicalDeviceProperties& props,
 DeviceFeatures allowed_features(DeviceFeatures f, const Tuning& t) {
   if (!t.subgroups) f.subgroup_arith = f.subgroup_shuffle = false;
   // (mc.comp needs subgroup arithmetic: Device enables the matrices only with it.)
-  if (!t.coopmat || !f.subgroup_arith) f.coopmat = false;
+  if (!t.coopmat || !f.subgroup_arith) {
+    f.coopmat = false;
+    f.khr_m = f.khr_n = f.khr_k = 0;
+  }
   if (!t.int_dot) f.int_dot = f.int_dot_fast = false;
   return f;
 }
 
 std::vector<std::string> device_profile_names() {
-  return {"lavapipe", "h200", "amd"};
+  return {"lavapipe", "lavapipe-coopmat", "h200", "amd"};
 }
 
 DeviceProfile named_device_profile(std::string_view name) {
   if (name == "lavapipe") return lavapipe();
+  if (name == "lavapipe-coopmat") return lavapipe_coopmat();
   if (name == "h200") return h200();
   if (name == "amd") return amd();
   throw EngineError("unknown device profile \"" + std::string(name) +
-                    "\" (known: lavapipe, h200, amd)");
+                    "\" (known: lavapipe, lavapipe-coopmat, h200, amd)");
 }
 
 }  // namespace rwkvd::engine::vk

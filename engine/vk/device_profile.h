@@ -24,6 +24,9 @@ struct DeviceFeatures {
   // VK_NV_cooperative_matrix with 16x16x16 fp16 x fp16 -> fp32 subgroup matrices and 32-wide
   // subgroups: the tensor-core prefill product (mc.comp).
   bool coopmat = false;
+  // VK_KHR_cooperative_matrix (any vendor): the fp16 x fp16 -> fp32 subgroup fragment, M x N x K,
+  // that mc.comp's MC_KHR variant takes (0 x 0 x 0: none; Device picks the largest that fits).
+  uint32_t khr_m = 0, khr_n = 0, khr_k = 0;
   // VK_KHR_shader_integer_dot_product: OpSDot on four packed bytes (mvq.comp's int8 inputs).
   // int_dot_fast: the driver says the 4x8-bit packed signed form is accelerated (lavapipe
   // offers the feature but emulates it).

@@ -125,7 +125,9 @@ void Kernels::fit_tuning() {
   if (t_.max_row_groups == 0) t_.max_row_groups = UINT32_MAX;
   if (t_.wkv_long_t == 0) t_.wkv_long_t = UINT32_MAX;
   // (Their producers, the shifts, write the fp16 and int8 forms with shuffles.)
-  coopmat_ = f.coopmat && f.subgroup_shuffle;
+  const bool nv = f.coopmat && f.subgroup_shuffle;
+  khr_ = f.khr_m != 0 && f.subgroup_shuffle && (!nv || t_.mc_khr);
+  coopmat_ = nv || khr_;
   if (!f.subgroup_arith) {
     t_.mv_max_t = 0;
     t_.mvf = false;
@@ -162,7 +164,9 @@ void Kernels::warm_tensor_cores(GgmlType t, GgmlType head,
   // F32: MmSlot::half_ok; F16: inputs split in two halves (mc.comp MC_SPLIT).
   if (coopmat_ && (!is_float_type(t) || t == GgmlType::F32 || splits_inputs(t))) {
     for (const uint32_t rows : {64u, 128u}) {
-      if (rows != mc_rows(t, 0, 0, 0, 1) && (t_.mc_rows != 0 || t != GgmlType::Q4_K)) continue;
+      if (rows != mc_rows(t, 0, 0, 0, 1) && (t_.mc_rows != 0 || t != GgmlType::Q4_K || khr_)) {
+        continue;
+      }
       // The forward's products read the fp16 form of their inputs, but for the LoRA up ones
       // (F32, float inputs) and the head: only the variants it uses (each costs start-up
       // time when no pipeline cache has it; one made on first use cost the H100 150 ms in
@@ -473,12 +477,14 @@ bool Kernels::uses_coopmat(GgmlType type, uint32_t K, uint32_t T, bool half_ok) 
   return typed && T > t_.mv_max_t && T >= t_.mt_min_t;
 }
 
+// (MC_KHR takes no split inputs: F16 weights stay on the fp32 kernels there.)
 bool Kernels::splits_inputs(GgmlType type) const {
-  return type == GgmlType::F16 && t_.f16_split;
+  return type == GgmlType::F16 && t_.f16_split && !khr_;
 }
 
+// (mcd.comp is VK_NV_cooperative_matrix's alone.)
 bool Kernels::mcd_on() const {
-  return coopmat_ && t_.half_inputs && t_.mcd_max_t > 0;
+  return coopmat_ && !khr_ && t_.half_inputs && t_.mcd_max_t > 0;
 }
 
 bool Kernels::few_on_coopmat(uint32_t T) const {
@@ -496,7 +502,13 @@ Pipelines::Key Kernels::mcd_key(GgmlType type) const {
 }
 
 Pipelines::Key Kernels::mc_key(GgmlType type, uint32_t rows, uint32_t tokens, bool x16) const {
-  // Constant 0 (the workgroup size, fixed in the shader) keeps the ids in common.glsl's order.
+  // Constant 0 (the workgroup size, fixed in the shader) keeps the ids in common.glsl's order;
+  // MC_KHR's 2-5: the device's fragment and subgroup size.
+  if (khr_) {
+    const DeviceFeatures& f = prof_.features;
+    return {mc_name(type, rows, tokens),
+            {2 * rows, x16 ? 1u : 0u, f.khr_m, f.khr_n, f.khr_k, f.subgroup_size}};
+  }
   return {mc_name(type, rows, tokens), {2 * rows, x16 ? 1u : 0u}};
 }
 
@@ -559,13 +571,14 @@ uint32_t Kernels::mcd_split(std::span<const MmSlot> slots) const {
 }
 
 std::string Kernels::mc_name(GgmlType type, uint32_t rows, uint32_t tokens) const {
-  return "mc_" + weight_type_suffix(type) + (rows == 128 ? "_r128" : "") +
+  return (khr_ ? "mck_" : "mc_") + weight_type_suffix(type) + (rows == 128 ? "_r128" : "") +
          (tokens == 32 ? "_t32" : "");
 }
 
 uint32_t Kernels::mc_rows(GgmlType type, uint32_t max_n, uint32_t T, uint32_t n_slots,
                           uint32_t split) const {
-  if (splits_inputs(type)) return 64;  // a 128-row tile with two input tiles: too many registers
+  // A 128-row tile with two input tiles: too many registers; MC_KHR's tiles are of 64.
+  if (splits_inputs(type) || khr_) return 64;
   if (t_.mc_rows == 64 || t_.mc_rows == 128) return t_.mc_rows;
   // 128-row tiles read the tokens' inputs half as often, but make half the workgroups (two an
   // SM fit, against four of 64 rows): Q4_K takes them from Tuning::mc_tall_grid workgroups of
@@ -590,6 +603,11 @@ std::vector<std::string> Kernels::choices(uint32_t head_size) const {
   if (t_.mv_max_t > 0) out.push_back("decode_matvec");
   if (t_.mv_max_t > 0 && t_.mvf) out.push_back("float_matvec");
   if (coopmat_) out.push_back("tensor_cores");
+  if (khr_) {
+    const DeviceFeatures& f = prof_.features;
+    out.push_back("tensor_cores_khr=" + std::to_string(f.khr_m) + "x" + std::to_string(f.khr_n) +
+                  "x" + std::to_string(f.khr_k));
+  }
   if (coopmat_ && splits_inputs(GgmlType::F16)) out.push_back("tensor_cores_f16_split_inputs");
   if (mcd_on()) out.push_back("tensor_cores_decode");
   if (prof_.features.int_dot && t_.mv_max_t > 0) {

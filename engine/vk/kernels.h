@@ -372,6 +372,7 @@ class Kernels {
   uint32_t wg_ = 64;       // workgroup size of the portable product (mm.comp)
   uint32_t row_wg_ = 256;  // workgroup size of the row kernels (embed, shift, out_ln)
   bool coopmat_ = false;   // the device has mc.comp's matrices, with shuffles for their inputs
+  bool khr_ = false;       // through VK_KHR_cooperative_matrix (mc.comp MC_KHR)
   uint32_t dispatches_ = 0;
   std::vector<Dispatch> log_;
 };

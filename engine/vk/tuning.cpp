@@ -80,6 +80,7 @@ Tuning hopper() {
   t.mt_min_t = 9;        // below, most of a 64-token tile idles: the per-row product is faster
   t.half_inputs = true;  // 2.9B Q4_K_M prefill 9.2k -> 11.2k (H100): half the inputs' bytes
   t.f16_split = true;    // F16 on tensor cores at float32's precision (~21 bits an input)
+  t.mc_khr = false;      // NV v1's products are the measured ones; MC_KHR is not yet, on any GPU
   // 32-token tiles below 256 workgroups (Q4_K 2560 -> 10240, 128 rows, 512 tokens: 32 tokens 351
   // us, 64 263; 10240 -> 2560, 320 workgroups: 368 on 32, 320 on 64).
   t.mc_small_grid = 256;
@@ -209,6 +210,7 @@ void for_each_field(T& t, V&& v) {
   v("mt_min_t", t.mt_min_t, Range{0, kAny});
   v("half_inputs", t.half_inputs);
   v("f16_split", t.f16_split);
+  v("mc_khr", t.mc_khr);
   v("mc_small_grid", t.mc_small_grid, Range{0, kAny});
   v("mc_tall_grid", t.mc_tall_grid, Range{0, kAny});
   v("mc_rows", t.mc_rows, Range{0, 128, {0, 64, 128}});

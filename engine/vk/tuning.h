@@ -65,6 +65,9 @@ struct Tuning {
   // never, 2-8: up to that; 0: by the shape), the row tiles below which it splits, and the most
   // steps of 64 inputs a part keeps.
   bool half_inputs = false, f16_split = false;
+  // mc.comp's products through VK_KHR_cooperative_matrix (MC_KHR) even where the device offers
+  // VK_NV_cooperative_matrix too (devices with the KHR extension alone take it anyway).
+  bool mc_khr = false;
   uint32_t mc_small_grid = 0, mc_tall_grid = 0, mc_rows = 0, mc_tokens = 0, mc_split = 0,
            mc_split_tiles = 0, mc_split_steps = 0;
   // mcd.comp (tensor cores for a few tokens): the token counts it takes (max 0: never),

@@ -425,9 +425,17 @@ TEST_F(VkForward, ReportsLoadTimesAndDispatches) {
   const vk::Device dev;
   const vk::DeviceFeatures& df = dev.features();
   EXPECT_EQ(has("subgroup_size=" + std::to_string(df.subgroup_size)), df.subgroup_arith);
-  EXPECT_EQ(has("tensor_cores"), df.coopmat);
-  // F16 weights on tensor cores from split inputs wherever there are tensor cores (by default).
-  EXPECT_EQ(has("tensor_cores_f16_split_inputs"), has("tensor_cores"));
+  // Tensor cores through VK_NV_cooperative_matrix where offered (the tables keep it), else
+  // through VK_KHR_cooperative_matrix; F16 weights from split inputs on NV's (by default).
+  const bool khr = df.khr_m != 0 && !df.coopmat;
+  EXPECT_EQ(has("tensor_cores"), df.coopmat || khr);
+  EXPECT_EQ(has("tensor_cores_f16_split_inputs"), df.coopmat);
+  EXPECT_EQ(has("tensor_cores_khr=" + std::to_string(df.khr_m) + "x" + std::to_string(df.khr_n) +
+                "x" + std::to_string(df.khr_k)),
+            khr);
+  if (test::coopmat_required()) {
+    EXPECT_TRUE(has("tensor_cores"));
+  }
   EXPECT_EQ(has("transfer_queue"), dev.dedicated_transfer());
   EXPECT_NE(has("wkv_subgroup"), has("wkv_portable"));
 }

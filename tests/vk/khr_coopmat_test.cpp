@@ -28,17 +28,13 @@
 #include "engine/quant/half.h"
 #include "engine/vk/khr_coopmat.h"
 #include "shaders/shaders.h"
+#include "tests/vk/vk_harness.h"
 
 namespace rwkvd::test {
 namespace {
 
 using engine::fp16_to_fp32;
 using engine::fp32_to_fp16;
-
-bool coopmat_required() {
-  const char* v = std::getenv("RWKVD_REQUIRE_COOPMAT");
-  return v != nullptr && std::strcmp(v, "1") == 0;
-}
 
 // Skips the test with `why`, or fails it when RWKVD_REQUIRE_COOPMAT=1.
 #define RWKVD_SKIP_OR_FAIL(why)                                                   \

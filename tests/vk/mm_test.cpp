@@ -178,6 +178,8 @@ TEST_P(VkMatmul, MatchesDequantizedCpuProductEveryEpilogue) {
                               GetParam() == engine::GgmlType::BF16;
       if ((ti == 1 || ti == 2) && !float_type) continue;  // (time on lavapipe)
       if (ti > 0) {
+        // (The forced tiles are VK_NV_cooperative_matrix's: mc.comp MC_KHR takes its default
+        // tiles, split-K included, above.)
         if (ti > 2 && !rig.dev->features().coopmat) break;
         rig.retune(tiles[ti].patch);
         rig.fresh_sets();  // a set per case: the variants' cases outnumber one pool's sets
@@ -259,7 +261,8 @@ void check_product(VkRig& rig, GgmlType type, uint32_t T, uint32_t K, bool subgr
     const VkDescriptorSet set = rig.set();
     // F32 weights also as the LoRA products of a quantised model (MmSlot::half_ok: on tensor
     // cores where the device has them, with their fp16 tolerance).
-    const bool half_too = type == GgmlType::F32 && rig.dev->features().coopmat;
+    const bool half_too =
+        type == GgmlType::F32 && (rig.dev->features().coopmat || rig.dev->features().khr_m != 0);
     // Runs 4 and 5: the same as 0 and 1 (2 and 3 for F32) from x's fp16 form, where tensor
     // cores take them.
     for (int run = 0; run < 6; ++run) {
@@ -327,6 +330,12 @@ void check_product(VkRig& rig, GgmlType type, uint32_t T, uint32_t K, bool subgr
     }
   }
   if (ran_coopmat) std::printf("[ coopmat  ] T = %u ran on tensor cores\n", T);
+  // On a device with tensor cores a chunk of quantised products in whole 64-input steps takes
+  // them.
+  if (coopmat_required() && subgroups && T > 16 && K % 64 == 0 &&
+      ggml_traits(type).block_elems > 1) {
+    EXPECT_TRUE(ran_coopmat) << "T = " << T << ": no tensor cores (RWKVD_REQUIRE_COOPMAT=1)";
+  }
 }
 
 // h16.comp: the fp16 form tensor-core products read (runs on any device, lavapipe included).

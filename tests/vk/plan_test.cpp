@@ -1,6 +1,6 @@
 // Which kernel each dispatch of a forward takes, without a device: the forward's plan
 // (forward_plan.h) of a 2.9B-shaped model of each file type (zero weights, written as holes in
-// a moment) on named device profiles (lavapipe, an H200, an AMD GPU) with their class's tuning,
+// a moment) on named device profiles (lavapipe, lavapipe with KHR cooperative matrices, an H200, an AMD GPU) with their class's tuning,
 // for a decode step of one sequence, of 8 and of 256 sequences, and a long chunk of 512 tokens:
 // layer 1 (a layer with every product) and the head, with the forms each product reads and writes
 // and the barriers. The table is tests/vk/golden/forward_plans.txt: a rule or tuning change that

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <string_view>
 #include <vector>
 
 #include "engine/vk/buffer.h"
@@ -19,6 +20,13 @@
 #include "engine/vk/pipelines.h"
 
 namespace rwkvd::test {
+
+// Whether the run must have tensor cores (RWKVD_REQUIRE_COOPMAT=1: ctest's run on the
+// cooperative-matrix lavapipe), so that their tests fail rather than skip or fall back.
+inline bool coopmat_required() {
+  const char* v = std::getenv("RWKVD_REQUIRE_COOPMAT");
+  return v != nullptr && std::string_view(v) == "1";
+}
 
 // Enables validation for every Vulkan device the test binary creates (before the first one).
 inline void enable_validation() {
