@@ -18,7 +18,8 @@ namespace rwkvd::engine::vk {
 struct Tuning {
   // Device features the engine may use where the device offers them (RWKVD_VK_NO_SUBGROUP=1,
   // RWKVD_VK_COOPMAT=0 and RWKVD_VK_INT_DOT=0 clear them): subgroup kernels, tensor cores
-  // (VK_NV_cooperative_matrix), integer dot products (VK_KHR_shader_integer_dot_product).
+  // (VK_NV_cooperative_matrix or VK_KHR_cooperative_matrix), integer dot products
+  // (VK_KHR_shader_integer_dot_product).
   bool subgroups = false, coopmat = false, int_dot = false;
 
   // Queues, memory and the host.
