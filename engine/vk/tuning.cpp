@@ -80,7 +80,11 @@ Tuning hopper() {
   t.mt_min_t = 9;        // below, most of a 64-token tile idles: the per-row product is faster
   t.half_inputs = true;  // 2.9B Q4_K_M prefill 9.2k -> 11.2k (H100): half the inputs' bytes
   t.f16_split = true;    // F16 on tensor cores at float32's precision (~21 bits an input)
-  t.mc_khr = false;      // NV v1's products are the measured ones; MC_KHR is not yet, on any GPU
+  // NV v1 where both: MC_KHR (same 16x16x16 fragments, the same sums) is slower on long chunks
+  // and has no few-token kernel (H100, 2.9B Q4_K_M, KHR / NV, two rounds: prefill 256 10,560,
+  // 10,510 / 11,060, 11,130 tok/s; gen-256 9,824, 9,932 / 10,220, 10,190; gen-8 1,474, 1,489 /
+  // 1,847, 1,825 on mcd.comp).
+  t.mc_khr = false;
   // 32-token tiles below 256 workgroups (Q4_K 2560 -> 10240, 128 rows, 512 tokens: 32 tokens 351
   // us, 64 263; 10240 -> 2560, 320 workgroups: 368 on 32, 320 on 64).
   t.mc_small_grid = 256;

@@ -425,11 +425,11 @@ TEST_F(VkForward, ReportsLoadTimesAndDispatches) {
   const vk::Device dev;
   const vk::DeviceFeatures& df = dev.features();
   EXPECT_EQ(has("subgroup_size=" + std::to_string(df.subgroup_size)), df.subgroup_arith);
-  // Tensor cores through VK_NV_cooperative_matrix where offered (the tables keep it), else
+  // Tensor cores through VK_NV_cooperative_matrix where offered (unless Tuning::mc_khr), else
   // through VK_KHR_cooperative_matrix; F16 weights from split inputs on NV's (by default).
-  const bool khr = df.khr_m != 0 && !df.coopmat;
+  const bool khr = df.khr_m != 0 && (!df.coopmat || dev.tuning().mc_khr);
   EXPECT_EQ(has("tensor_cores"), df.coopmat || khr);
-  EXPECT_EQ(has("tensor_cores_f16_split_inputs"), df.coopmat);
+  EXPECT_EQ(has("tensor_cores_f16_split_inputs"), df.coopmat && !khr);
   EXPECT_EQ(has("tensor_cores_khr=" + std::to_string(df.khr_m) + "x" + std::to_string(df.khr_n) +
                 "x" + std::to_string(df.khr_k)),
             khr);
