@@ -80,7 +80,7 @@ class WorkerTest : public ::testing::Test {
     std::filesystem::permissions(dir_, std::filesystem::perms::owner_all);
     if (opt.endpoint.empty()) opt.endpoint = "ipc://" + (dir_ / "w.sock").string();
     engine::BackendOptions bo;
-    bo.n_slots = 8;
+    bo.n_slots = slots_;
     bo.n_threads = 2;
     auto backend = engine::make_cpu_backend(engine::Rwkv7Model::load(model.string()), bo);
     if (wrap_backend_) backend = wrap_backend_(std::move(backend));
@@ -168,6 +168,7 @@ class WorkerTest : public ::testing::Test {
   std::shared_ptr<const worker::TextCodec> codec_;
   // Set before start() to put something between the worker and its backend (fault injection).
   std::function<std::unique_ptr<engine::Backend>(std::unique_ptr<engine::Backend>)> wrap_backend_;
+  uint32_t slots_ = 8;  // the worker backend's state slots (set before start())
   // Starts the worker on its backend wrapped in a W (a test double that forwards to it);
   // returns the wrapper, which the worker owns.
   template <class W>
