@@ -45,7 +45,9 @@ struct SequenceInput {
 };
 
 struct BackendOptions {
-  uint32_t n_slots = 16;     // state slots (the Vulkan backend's grow on the device with use)
+  // State slots; 0: the backend's choice (Vulkan: as many as the device's memory holds beside the
+  // model, at most 256, growing on the device with use; cpu: 32).
+  uint32_t n_slots = 16;
   uint32_t max_chunk = 256;  // tokens per sequence per internal forward chunk
   uint32_t n_threads = 0;    // cpu: 0 = all cores
 };
@@ -111,6 +113,6 @@ void check_slot_count(const Rwkv7Hparams& hp, uint32_t n_slots);
 void validate_batch(const Rwkv7Hparams& hp, uint32_t n_slots, std::span<const SequenceInput> batch);
 
 std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const Rwkv7Model> model,
-                                          const BackendOptions& options = {});
+                                          BackendOptions options = {});
 
 }  // namespace rwkvd::engine

@@ -27,7 +27,7 @@ struct ServeArgs {
   std::string model;
   std::string device = "auto";
   std::string log_level = "info";
-  uint32_t slots = 0;  // 0: kGpuSlots or kCpuSlots by the device
+  uint32_t slots = 0;  // 0: the backend's choice (BackendOptions::n_slots)
   uint32_t max_chunk = 1024;
   uint32_t threads = 0;
   uint64_t prefix_cache_mb = 64;
@@ -83,9 +83,6 @@ double ms_between(std::chrono::steady_clock::time_point a,
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-// --slots by default: the most sequences and sessions held at once.
-constexpr uint32_t kGpuSlots = 256, kCpuSlots = 32;
-
 void run_serve(ServeArgs& a) {
   const auto start = std::chrono::steady_clock::now();
   auto logger = spdlog::stderr_color_mt("rwkvd");
@@ -115,8 +112,6 @@ void run_serve(ServeArgs& a) {
   auto backend = with_progress("loading the model", [&] {
     DeviceChoice d = gpu.get();
     std::fprintf(stderr, "rwkvd: device %s (%s)\n", d.device.c_str(), d.why.c_str());
-    // Many sequences in one step are what a GPU is fast at; the CPU's steps slow with each.
-    if (bo.n_slots == 0) bo.n_slots = d.device == "gpu" ? kGpuSlots : kCpuSlots;
     return open_backend(a.model, d.device, bo, std::move(d.gpu));
   });
   const auto loaded = std::chrono::steady_clock::now();
@@ -183,9 +178,11 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--prefill-chunk-alone", a->opt.prefill_chunk_alone,
                   "prompt tokens per step for a sequence that runs alone")
       ->capture_default_str();
-  cmd->add_option("--slots", a->slots,
-                  "most state slots: sequences and sessions held at once (default 256 on a GPU, "
-                  "where they take device memory as they are first used; 32 on the CPU)");
+  cmd->add_option(
+      "--slots", a->slots,
+      "most state slots: sequences and sessions held at once (default: on a GPU as many "
+      "as its memory holds beside the model, at most 256, taken as first used; 32 "
+      "on the CPU)");
   cmd->add_option("--max-chunk", a->max_chunk,
                   "most tokens of one sequence in one engine forward (bigger: faster prefill, "
                   "more GPU memory for activations)")

@@ -405,8 +405,12 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
+// The CPU's steps slow with every sequence they hold: 32 slots where the options leave it (0).
+constexpr uint32_t kDefaultCpuSlots = 32;
+
 std::unique_ptr<Backend> make_cpu_backend(std::shared_ptr<const Rwkv7Model> model,
-                                          const BackendOptions& options) {
+                                          BackendOptions options) {
+  if (options.n_slots == 0) options.n_slots = kDefaultCpuSlots;
   check_slot_count(model->hparams(), options.n_slots);
   return std::make_unique<CpuBackend>(std::move(model), options);
 }

@@ -79,7 +79,7 @@ Step barrier(step::Barrier kind = step::Barrier::kCompute) {
 }  // namespace
 
 ForwardGeometry ForwardGeometry::fit(const Rwkv7Hparams& hp, uint32_t token_cap, uint32_t seq_cap,
-                                     uint64_t max_range) {
+                                     uint64_t max_range, bool say) {
   if (hp.n_embd % 8 != 0 || hp.n_embd % hp.head_size != 0) {
     throw EngineError("vulkan: n_embd must be a multiple of 8 and of the head size");
   }
@@ -92,10 +92,12 @@ ForwardGeometry ForwardGeometry::fit(const Rwkv7Hparams& hp, uint32_t token_cap,
                         std::to_string(fit) + " tokens, fewer than " + std::to_string(seq_cap) +
                         " sequences need");
     }
-    std::fprintf(stderr,
-                 "rwkvd: vulkan: %u tokens per forward exceed the device's storage buffer range; "
-                 "using %llu\n",
-                 token_cap, static_cast<unsigned long long>(fit));
+    if (say) {
+      std::fprintf(stderr,
+                   "rwkvd: vulkan: %u tokens per forward exceed the device's storage buffer range; "
+                   "using %llu\n",
+                   token_cap, static_cast<unsigned long long>(fit));
+    }
     token_cap = static_cast<uint32_t>(fit);
   }
   ForwardGeometry g;

@@ -48,7 +48,7 @@ struct ForwardGeometry {
   // token_cap: most tokens per chunk (fewer where max_range, the device's storage buffer range,
   // cannot hold their activations; says so on stderr); seq_cap: most sequences per chunk.
   static ForwardGeometry fit(const Rwkv7Hparams& hp, uint32_t token_cap, uint32_t seq_cap,
-                             uint64_t max_range);
+                             uint64_t max_range, bool say = true);
   // Most output rows (logits or embeddings) of one chunk, the readback buffer's rows: a sequence
   // that wants every token's output gets chunks of at most this many tokens (host-visible memory
   // is slow to allocate: 256 KB of logits a row), others one row each.

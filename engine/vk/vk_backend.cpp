@@ -19,6 +19,7 @@
 #include "engine/vk/pipelines.h"
 #include "engine/vk/uploader.h"
 #include "engine/vk/vk_check.h"
+#include "engine/vk/weight_layout.h"
 #include "engine/vk/weights.h"
 
 namespace rwkvd::engine {
@@ -29,6 +30,8 @@ using namespace vk;
 
 // Outputs of a forward from which the copiers' threads copy them out of the readback buffer.
 constexpr size_t kThreadedCopyBytes = size_t{8} << 20;
+// State slots where the options ask for as many as fit (0): a step of 256 sequences.
+constexpr uint32_t kMostDefaultSlots = 256;
 
 bool wants_logits(OutputMode m) {
   return m == OutputMode::kLastLogits || m == OutputMode::kAllLogits;
@@ -42,9 +45,7 @@ class VkBackendImpl final : public VkBackend {
   VkBackendImpl(std::shared_ptr<const Rwkv7Model> model, const BackendOptions& opt,
                 std::shared_ptr<VkContext> context)
       : model_(std::move(model)), opt_(opt), hp_(model_->hparams()), open_(Clock::now()) {
-    if (opt_.n_slots == 0 || opt_.max_chunk == 0) {
-      throw EngineError("vulkan: n_slots and max_chunk must be positive");
-    }
+    if (opt_.max_chunk == 0) throw EngineError("vulkan: max_chunk must be positive");
     if (context == nullptr) {  // a device of its own: its making is part of this load
       context_ = std::make_shared<VkContext>();
       device_s_ = context_->device_seconds();
@@ -54,7 +55,7 @@ class VkBackendImpl final : public VkBackend {
     }
     dev_ = &context_->device();
     pipes_ = &context_->pipelines();
-    check_slot_count_fits_device();
+    resolve_slots();
     // The pipelines depend only on the device and the model's types, the forward's buffers on
     // its shape: both are made on other threads while the weights' memory is set up and the
     // upload starts, instead of after.
@@ -63,10 +64,9 @@ class VkBackendImpl final : public VkBackend {
       Forward::prepare_pipelines(*dev_, *pipes_, *model_);
       return seconds_since_open() - start_s;
     });
-    const uint32_t token_cap = std::max(opt_.max_chunk, std::min(opt_.n_slots, 64u));
-    auto buffers = std::async(std::launch::async, [this, token_cap] {
+    auto buffers = std::async(std::launch::async, [this] {
       // One state slot at first: they grow with the slots in use (Forward::ensure_slots).
-      return ForwardBuffers::make(*dev_, hp_, token_cap, opt_.n_slots, 1);
+      return ForwardBuffers::make(*dev_, hp_, token_cap(opt_.n_slots), opt_.n_slots, 1);
     });
     const double weights_start_s = seconds_since_open();
     weights_ = std::make_unique<WeightStore>(*dev_, *model_);
@@ -504,18 +504,42 @@ class VkBackendImpl final : public VkBackend {
                         std::to_string(opt_.n_slots) + " slots)");
     }
   }
-  // The slots take device memory only as they are used, but all of them must fit the device's
-  // largest heap: an absurd --slots is an error at load, not a failure hours later.
-  void check_slot_count_fits_device() const {
+  // The state slots: the options' count, or (0) as many as fit, at most kMostDefaultSlots. The
+  // slots take device memory only as they are first used, but every one must fit beside the
+  // weights and the forward's buffers in 90% of the device's largest heap (the rest for the
+  // driver and other programs): a count that cannot is refused at load, not hours later when a
+  // slot is first needed.
+  void resolve_slots() {
     VkDeviceSize heap = 0;
     const VkPhysicalDeviceMemoryProperties& m = dev_->mem_props();
     for (uint32_t i = 0; i < m.memoryHeapCount; ++i) heap = std::max(heap, m.memoryHeaps[i].size);
-    if (VkDeviceSize{opt_.n_slots} * slot_bytes() > heap) {
+    if (VkDeviceSize{opt_.n_slots} * slot_bytes() > heap) {  // (before sizing buffers for them)
       throw EngineError(std::to_string(opt_.n_slots) + " state slots of " +
                         std::to_string(slot_bytes()) + " bytes exceed the device's memory (" +
                         std::to_string(heap >> 20) + " MiB); ask for fewer");
     }
+    const uint64_t range = dev_->props().limits.maxStorageBufferRange;
+    const vk::WeightLayout weights(*model_, range);
+    uint64_t beside = weights.vecs_bytes();
+    for (const VkDeviceSize b : weights.buffer_bytes()) beside += b;
+    const uint32_t seqs = opt_.n_slots != 0 ? opt_.n_slots : kMostDefaultSlots;
+    const auto g = vk::ForwardGeometry::fit(hp_, token_cap(seqs), seqs, range, /*say=*/false);
+    beside += uint64_t{g.act.total} * 4 + g.meta_bytes();
+    const uint64_t room = heap / 10 * 9 > beside ? heap / 10 * 9 - beside : 0;
+    const uint64_t fit = room / slot_bytes();
+    const std::string sizes = "the device's memory (" + std::to_string(heap >> 20) +
+                              " MiB) leaves " + std::to_string(room >> 20) +
+                              " MiB beside the weights and buffers for states of " +
+                              std::to_string(slot_bytes() >> 20) + " MiB";
+    if (fit == 0) throw EngineError("vulkan: no room for a state slot: " + sizes);
+    if (opt_.n_slots == 0) {
+      opt_.n_slots = static_cast<uint32_t>(std::min<uint64_t>(fit, kMostDefaultSlots));
+    } else if (opt_.n_slots > fit) {
+      throw EngineError(std::to_string(opt_.n_slots) + " state slots do not fit: " + sizes +
+                        "; ask for at most " + std::to_string(fit));
+    }
   }
+  uint32_t token_cap(uint32_t seqs) const { return std::max(opt_.max_chunk, std::min(seqs, 64u)); }
   void check_size(size_t n) const {
     if (n != hp_.state_floats()) {
       throw EngineError("state buffer has " + std::to_string(n) + " floats, expected " +

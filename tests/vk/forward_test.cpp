@@ -351,8 +351,29 @@ TEST_F(VkForward, StateSlotsGrowWithTheSlotsInUse) {
   EXPECT_EQ(b->load_stats().state_bytes, 64 * one);
   EXPECT_EQ(test::read_state(*b, 63), test::read_state(*b, 37));
   EXPECT_THROW(b->write_state(64, test::read_state(*b, 0)), EngineError);
-  // Slots that could never fit the device are refused at load.
-  EXPECT_THROW(gpu(model, 256, 4000000000u), EngineError);
+  // Slots that could never fit the device are refused at load; left to the backend (0), as many
+  // as fit, at most 256.
+  try {
+    gpu(model, 256, 4000000000u);
+    ADD_FAILURE() << "4e9 slots were taken";
+  } catch (const EngineError& e) {
+    EXPECT_NE(std::string(e.what()).find("ask for"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(gpu(model, 256, 0)->n_slots(), 256u);
+  // As many as the whole heap holds pass the first bound, not the room beside the model.
+  const vk::Device dev;
+  VkDeviceSize heap = 0;
+  for (uint32_t i = 0; i < dev.mem_props().memoryHeapCount; ++i) {
+    heap = std::max(heap, dev.mem_props().memoryHeaps[i].size);
+  }
+  const uint64_t whole = heap / one;
+  ASSERT_LT(whole, uint64_t{UINT32_MAX});
+  try {
+    gpu(model, 256, static_cast<uint32_t>(whole));
+    ADD_FAILURE() << whole << " slots were taken";
+  } catch (const EngineError& e) {
+    EXPECT_NE(std::string(e.what()).find("ask for at most"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(VkForward, RejectsBadInputWithoutTouchingState) {
