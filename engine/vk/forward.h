@@ -32,7 +32,6 @@ struct ForwardBuffers {
   // their activations); seq_cap: most sequences per chunk; n_slots: state slots.
   static ForwardBuffers make(Device& dev, const Rwkv7Hparams& hp, uint32_t token_cap,
                              uint32_t seq_cap, uint32_t n_slots);
-  static constexpr uint32_t kOutRows = ForwardGeometry::kOutRows;
   ForwardGeometry geometry;
   Buffer act, state, meta, readback;
   double seconds = 0, readback_seconds = 0;  // their making, and of that the readback's

@@ -267,7 +267,7 @@ ForwardPlanner::shift_records() const {
   std::vector<std::pair<uint32_t, std::array<uint32_t, ForwardGeometry::kShiftRecordWords>>> out;
   if (!att_in_front_ && !ffn_in_front_) return out;
   for (uint32_t l = 0; l < hp_.n_layer; ++l) {
-    for (const ShiftArgs& a : {att_shift(l, 1), ffn_shift(l, 1)}) {
+    for (const ShiftArgs& a : {att_shift(l), ffn_shift(l)}) {
       uint32_t eps_bits = 0;
       std::memcpy(&eps_bits, &a.eps, 4);
       // shaders/shift_front.glsl's record.
@@ -388,9 +388,9 @@ void ForwardPlanner::head(const ForwardShape& s, std::vector<Step>& out) const {
     out.push_back({"copy out",
                    {},
                    step::CopyOut{s.n_logit > 0 ? 2u : 1u,
-                                 {uint64_t{a_.embd} * 4, 0, uint64_t{s.n_out} * D * 4,
-                                  uint64_t{s.argmax ? a_.argmax : a_.logits} * 4,
-                                  g_.readback_logits_offset(), logit_bytes}}});
+                                 {{{uint64_t{a_.embd} * 4, 0, uint64_t{s.n_out} * D * 4},
+                                   {uint64_t{s.argmax ? a_.argmax : a_.logits} * 4,
+                                    g_.readback_logits_offset(), logit_bytes}}}}});
   }
   out.push_back(barrier(step::Barrier::kHost));
 }
@@ -412,7 +412,8 @@ void ForwardPlanner::time_mix(uint32_t l, const ForwardShape& s, std::vector<Ste
   } else {
     std::vector<Step> first;
     for (const uint32_t gi : p.first) first.push_back(products(gi, s.T));
-    const ShiftArgs tm = att_shift(l, s.T);
+    ShiftArgs tm = att_shift(l);
+    add_lerp_forms(first, tm);
     out.push_back({"shift att", {}, step::Shift{tm, s.T}});
     out.push_back(barrier());
     std::vector<const Step*> readers;
@@ -521,7 +522,17 @@ void ForwardPlanner::channel_mix(uint32_t l, const ForwardShape& s, std::vector<
   const bool front = ffn_in_front_ && s.T == 1;
   const Step key = products(p.fkey, ffn_key_slots(l, s.T, value_input, front), s.T);
   const MmSlot& key_slot = std::get<step::Products>(key.op).slots[0];
-  const ShiftArgs cm = ffn_shift(l, s.T);
+  ShiftArgs cm = ffn_shift(l);
+  // The form the ffn key product reads, from the shift itself; its floats are then not written.
+  if (input_of(key) == MmInput::kInt8) {
+    cm.q8_mask = 1;
+    cm.q8_off = a_.q_fx;
+  }
+  if (input_of(key) == MmInput::kHalf) {
+    cm.h16_mask = 1;
+    cm.h16_off = a_.h_fx;
+  }
+  cm.f32_skip = cm.q8_mask | cm.h16_mask;
   if (!front) {
     out.push_back({"shift ffn", {}, step::Shift{cm, s.T}});
     out.push_back(barrier());
@@ -539,7 +550,7 @@ void ForwardPlanner::channel_mix(uint32_t l, const ForwardShape& s, std::vector<
   out.push_back(value);
 }
 
-ShiftArgs ForwardPlanner::att_shift(uint32_t l, uint32_t T) const {
+ShiftArgs ForwardPlanner::att_shift(uint32_t l) const {
   const uint32_t D = hp_.n_embd, N = hp_.head_size;
   const uint32_t layer_floats = (N + 2) * D;
   const Rwkv7Layer& ly = model_.layers()[l];
@@ -559,16 +570,21 @@ ShiftArgs ForwardPlanner::att_shift(uint32_t l, uint32_t T) const {
                l > 0 ? (l - 1) * layer_floats + (N + 1) * D : 0,
                g_.meta_seq(),
                hp_.ln_eps};
-  // Which lerps the products read in each form: the shift writes their int8 and fp16 forms
-  // itself (no q8 or h16 dispatch and barrier), and the floats only where some product reads
-  // them (or h16.comp makes the fp16 form from them).
+  return tm;
+}
+
+// Which lerps the planned products read in each form: the shift writes their int8 and fp16 forms
+// itself (no q8 or h16 dispatch and barrier), and the floats only where some product reads them
+// (or h16.comp makes the fp16 form from them).
+void ForwardPlanner::add_lerp_forms(const std::vector<Step>& first, ShiftArgs& tm) const {
   uint32_t int8 = 0, half = 0, floats = 0;
-  for (const uint32_t gi : layers_[l].first) {
-    const MmInput in = k_.plan_mm(groups_[gi].type, groups_[gi].slots, T).input;
+  for (const Step& f : first) {
     uint32_t bits = 0;
-    for (const MmSlot& sl : groups_[gi].slots) bits |= 1u << lerp_index(sl);
+    for (const MmSlot& sl : std::get<step::Products>(f.op).slots) bits |= 1u << lerp_index(sl);
+    const MmInput in = input_of(f);
     (in == MmInput::kInt8 ? int8 : in == MmInput::kHalf ? half : floats) |= bits;
   }
+  const uint32_t D = hp_.n_embd;
   tm.q8_mask = int8;
   tm.q8_off = a_.q_lerp;
   tm.q8_stride = g_.token_cap * q8_row_floats(D);
@@ -576,10 +592,9 @@ ShiftArgs ForwardPlanner::att_shift(uint32_t l, uint32_t T) const {
   tm.h16_off = a_.h_lerp;
   tm.h16_stride = g_.token_cap * (D / 2);
   tm.f32_skip = ((1u << tm.n_lerp) - 1u) & ~floats;
-  return tm;
 }
 
-ShiftArgs ForwardPlanner::ffn_shift(uint32_t l, uint32_t T) const {
+ShiftArgs ForwardPlanner::ffn_shift(uint32_t l) const {
   const uint32_t D = hp_.n_embd, N = hp_.head_size;
   const uint32_t lbase = l * (N + 2) * D;
   const Rwkv7Layer& ly = model_.layers()[l];
@@ -599,17 +614,6 @@ ShiftArgs ForwardPlanner::ffn_shift(uint32_t l, uint32_t T) const {
                lbase,
                g_.meta_seq(),
                hp_.ln_eps};
-  const ProductGroup& key = groups_[layers_[l].fkey];
-  const MmInput in = k_.plan_mm(key.type, key.slots, T).input;
-  if (in == MmInput::kInt8) {
-    cm.q8_mask = 1;
-    cm.q8_off = a_.q_fx;
-  }
-  if (in == MmInput::kHalf) {
-    cm.h16_mask = 1;
-    cm.h16_off = a_.h_fx;
-  }
-  cm.f32_skip = cm.q8_mask | cm.h16_mask;  // the ffn key product reads that form alone
   return cm;
 }
 

@@ -126,7 +126,7 @@ struct Argmax {
 };
 struct CopyOut {  // act -> readback: embd rows, then logits (or argmax parts) where any
   uint32_t n_regions;
-  std::array<uint64_t, 6> src_dst_bytes;  // per region: source, destination, bytes
+  std::array<VkBufferCopy, 2> regions;
 };
 // kCompute: shader writes visible to later shaders; kFull: and transfers (between segments and
 // before the copy); kHost: the copies visible to the host.
@@ -198,8 +198,11 @@ class ForwardPlanner {
   // The fp16 form of the inputs the planned products read as such (one h16.comp), or nothing.
   void to_half(const std::vector<const Step*>& products, uint32_t T, std::vector<Step>& out) const;
   static MmInput input_of(const Step& products);
-  ShiftArgs att_shift(uint32_t l, uint32_t T) const;
-  ShiftArgs ffn_shift(uint32_t l, uint32_t T) const;
+  // Layer l's shifts' arguments (also their records for the shifts run in front); the forms they
+  // write besides the floats are set where their readers are planned.
+  ShiftArgs att_shift(uint32_t l) const;
+  ShiftArgs ffn_shift(uint32_t l) const;
+  void add_lerp_forms(const std::vector<Step>& first, ShiftArgs& tm) const;
   WkvArgs wkv_args(uint32_t l) const;
   // The ffn key product's slots of layer l at T tokens: with the output form its value product
   // reads (int8 or fp16) where it can write it, and the shift in front (front).

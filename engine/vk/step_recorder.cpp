@@ -25,12 +25,7 @@ void record_step(Kernels& k, VkCommandBuffer cb, const Step& s, const StepTarget
         } else if constexpr (std::is_same_v<Op, step::Argmax>) {
           k.argmax(cb, t.set, op.n, op.rows, op.src, op.dst);
         } else if constexpr (std::is_same_v<Op, step::CopyOut>) {
-          VkBufferCopy regions[2];
-          for (uint32_t i = 0; i < op.n_regions; ++i) {
-            regions[i] = {op.src_dst_bytes[3 * i], op.src_dst_bytes[3 * i + 1],
-                          op.src_dst_bytes[3 * i + 2]};
-          }
-          k.copy(cb, t.act, t.readback, std::span(regions, op.n_regions));
+          k.copy(cb, t.act, t.readback, std::span(op.regions.data(), op.n_regions));
         } else if constexpr (std::is_same_v<Op, step::Barrier>) {
           if (op == step::Barrier::kCompute) k.compute_barrier(cb);
           if (op == step::Barrier::kFull) k.full_barrier(cb);

@@ -42,7 +42,7 @@ TEST_F(VkForward, TinyText200MatchesLlamaAllPositions) {
   const auto toks = test::text200_tokens();
   const auto dir = test::fixtures_root() / "rwkv7";
   // Chunks of 256 tokens: two sequences of 200 that want every token's output have more rows
-  // than the readback holds (ForwardBuffers::kOutRows), so their chunks are cut to the rows.
+  // than the readback holds (ForwardGeometry::kOutRows), so their chunks are cut to the rows.
   for (const auto& [variant, chunk] : {std::pair{"f32", 64u}, {"f16", 64u}, {"f32", 256u}}) {
     SCOPED_TRACE(std::string(variant) + ", chunks of " + std::to_string(chunk));
     auto b = gpu(dir / ("tiny-rwkv7-834K." + std::string(variant) + ".gguf"), chunk, 2);
