@@ -224,9 +224,7 @@ DeviceFeatures core_features(VkPhysicalDevice d, EnabledFeatures& en) {
                      sg.subgroupSize >= 4;
   f.subgroup_shuffle =
       f.subgroup_arith && (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
-  // Wanted: allowed_features() and the enable_*() decide.
-  f.coopmat = f.int_dot = true;
-  f.khr_m = 1;
+  f.coopmat = f.int_dot = true;  // wanted: allowed_features() and the enable_*() decide
   return f;
 }
 
@@ -248,9 +246,10 @@ void enable_coopmat(VkInstance instance, VkPhysicalDevice d, EnabledFeatures& en
 
 // The portable tensor-core product (mc.comp MC_KHR), where the driver offers a fragment it tiles;
 // its shaders declare the Vulkan memory model.
+// Before enable_coopmat(): f.coopmat still says whether tensor cores are wanted at all.
 void enable_khr_coopmat(VkInstance instance, VkPhysicalDevice d, EnabledFeatures& en,
                         DeviceFeatures& f) {
-  const bool wanted = f.khr_m != 0;
+  const bool wanted = f.coopmat;
   f.khr_m = f.khr_n = f.khr_k = 0;
   if (!wanted || !f.float16 || !f.subgroup_shuffle ||
       !has_device_extension(d, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME)) {
@@ -418,8 +417,8 @@ void Device::create_device() {
   EnabledFeatures en;
   DeviceFeatures f = core_features(phys_, en);
   f = allowed_features(f, tuning_);
-  enable_coopmat(instance_, phys_, en, f);
   enable_khr_coopmat(instance_, phys_, en, f);
+  enable_coopmat(instance_, phys_, en, f);
   enable_int_dot(phys_, en, f);
   enable_pipeline_stats(phys_, en, f);
   profile_ = make_device_profile(props_, f);

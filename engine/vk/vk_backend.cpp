@@ -55,7 +55,8 @@ class VkBackendImpl final : public VkBackend {
     }
     dev_ = &context_->device();
     pipes_ = &context_->pipelines();
-    resolve_slots();
+    vk::WeightLayout layout(*model_, dev_->props().limits.maxStorageBufferRange);
+    resolve_slots(layout);
     // The pipelines depend only on the device and the model's types, the forward's buffers on
     // its shape: both are made on other threads while the weights' memory is set up and the
     // upload starts, instead of after.
@@ -69,7 +70,7 @@ class VkBackendImpl final : public VkBackend {
       return ForwardBuffers::make(*dev_, hp_, token_cap(opt_.n_slots), opt_.n_slots, 1);
     });
     const double weights_start_s = seconds_since_open();
-    weights_ = std::make_unique<WeightStore>(*dev_, *model_);
+    weights_ = std::make_unique<WeightStore>(*dev_, std::move(layout));
     upload_start_s_ = seconds_since_open();
     uploader_ = std::make_unique<Uploader>(*dev_, *weights_, dev_->tuning().staging_bytes);
     weights_setup_s_ = seconds_since_open() - weights_start_s;
@@ -509,7 +510,7 @@ class VkBackendImpl final : public VkBackend {
   // weights and the forward's buffers in 90% of the device's largest heap (the rest for the
   // driver and other programs): a count that cannot is refused at load, not hours later when a
   // slot is first needed.
-  void resolve_slots() {
+  void resolve_slots(const vk::WeightLayout& weights) {
     VkDeviceSize heap = 0;
     const VkPhysicalDeviceMemoryProperties& m = dev_->mem_props();
     for (uint32_t i = 0; i < m.memoryHeapCount; ++i) heap = std::max(heap, m.memoryHeaps[i].size);
@@ -519,7 +520,6 @@ class VkBackendImpl final : public VkBackend {
                         std::to_string(heap >> 20) + " MiB); ask for fewer");
     }
     const uint64_t range = dev_->props().limits.maxStorageBufferRange;
-    const vk::WeightLayout weights(*model_, range);
     uint64_t beside = weights.vecs_bytes();
     for (const VkDeviceSize b : weights.buffer_bytes()) beside += b;
     const uint32_t seqs = opt_.n_slots != 0 ? opt_.n_slots : kMostDefaultSlots;

@@ -1,13 +1,16 @@
 #include "engine/vk/weights.h"
 
 #include <string>
+#include <utility>
 
 #include "engine/error.h"
 
 namespace rwkvd::engine::vk {
 
 WeightStore::WeightStore(Device& dev, const Rwkv7Model& model)
-    : layout_(model, dev.props().limits.maxStorageBufferRange) {
+    : WeightStore(dev, WeightLayout(model, dev.props().limits.maxStorageBufferRange)) {}
+
+WeightStore::WeightStore(Device& dev, WeightLayout layout) : layout_(std::move(layout)) {
   for (const VkDeviceSize bytes : layout_.buffer_bytes()) {
     buffers_.emplace_back(dev, bytes, MemKind::kDevice, /*upload_target=*/true);
     device_bytes_ += bytes;

@@ -14,6 +14,7 @@ namespace rwkvd::engine::vk {
 class WeightStore {
  public:
   WeightStore(Device& dev, const Rwkv7Model& model);
+  WeightStore(Device& dev, WeightLayout layout);  // one already made for this device
 
   const WeightLayout& layout() const { return layout_; }
   const std::vector<PlacedTensor>& order() const { return layout_.order(); }  // forward order
